@@ -1,0 +1,55 @@
+"""numba_cube: a kernel runtime for numba.cuda-style kernels.
+
+Add ``@cube.kernel`` to a numba.cuda kernel and run it on the CPU (Numba's CPU compiler, by loop
+fission) or on a GPU, through a client that records failures on buffers, infers stream
+dependencies from the buffers launches bind, and offers dry runs, graphs and autotuning::
+
+    import numba_cube as cube
+    from numba import cuda
+
+    @cube.kernel
+    def axpy(a, x, y, out):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = a * x[i] + y[i]
+
+    client = cube.client("cpu")
+    x, y = client.create(np.ones(1000)), client.create(np.ones(1000))
+    out = client.empty(1000, np.float64)
+    client.launch(axpy, (1000 + 255) // 256, 256, 2.0, x, y, out)
+    client.read(out)
+
+Every public name is re-exported here explicitly; ``__all__`` is the contract (api.md).
+"""
+
+from __future__ import annotations
+
+from .backends.base import BACKEND_API_VERSION
+from .errors import (BackendNotFound, CaptureError, CompileError, CubeError, DeviceFault,
+                     ForeignHandleError, LaunchArgumentError, LaunchFailure)
+from .hookspecs import hookimpl
+from .kernel.kernel import Kernel, kernel
+from .runtime.client import Client
+from .runtime.geometry import CubeCount, CubeDim
+from .runtime.handle import Handle
+from .runtime.modes import LaunchMode, dry_run, launch_mode, real_run
+from .runtime.observers import LaunchEvent, add_observer, remove_observer
+from .runtime.registry import backends, client, use
+from .runtime.streams import StreamId, stream
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "__version__",
+    # kernels and geometry
+    "kernel", "Kernel", "CubeDim", "CubeCount",
+    # clients, handles, streams
+    "client", "use", "backends", "Client", "Handle", "StreamId", "stream",
+    # launch modes
+    "LaunchMode", "launch_mode", "dry_run", "real_run",
+    # observers and plugins
+    "LaunchEvent", "add_observer", "remove_observer", "hookimpl", "BACKEND_API_VERSION",
+    # errors
+    "CubeError", "LaunchFailure", "CompileError", "ForeignHandleError", "CaptureError",
+    "DeviceFault", "BackendNotFound", "LaunchArgumentError",
+]

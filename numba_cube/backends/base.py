@@ -1,0 +1,56 @@
+"""What a backend supplies: the mechanism the runtime's policy brackets (runtime.md section 8).
+
+The runtime (``numba_cube/runtime/``) decides *what* happens and in which order: the gates, the
+launch mode, the compile cache, the read and write sets, the ledger and the stream ordering. A
+backend only says *how*: allocate bytes, view them as arrays, compile a kernel for an argument
+signature, run a compiled kernel. It never re-implements the ledger, the gates or the mode
+decision.
+
+``HostBackend`` is the interface for backends whose kernels run on host threads (the built-in
+CPU backend, the CUDA-simulator plugin): the runtime's ``HostServer`` drives it with per-stream
+worker threads.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any
+
+import numpy as np
+
+__all__ = ["HostBackend", "BACKEND_API_VERSION"]
+
+#: Version of this interface. A plugin declares the version it was built for; a mismatch is
+#: refused with a clear message (see plugins.py).
+BACKEND_API_VERSION = 1
+
+
+class HostBackend(abc.ABC):
+    """Mechanism of a backend whose kernels run on the host."""
+
+    #: short backend name, e.g. "cpu"
+    name: str = "?"
+
+    @abc.abstractmethod
+    def allocate(self, nbytes: int) -> Any:
+        """Fresh memory of ``nbytes`` bytes (64-byte aligned)."""
+
+    def release(self, memory: Any) -> None:
+        """Give memory back (the default lets the garbage collector do it)."""
+
+    @abc.abstractmethod
+    def array(self, memory: Any, offset: int, shape: tuple, dtype: np.dtype) -> np.ndarray:
+        """A NumPy view of ``memory`` (no copy): how kernels and host copies see the bytes."""
+
+    @abc.abstractmethod
+    def arg_type(self, value: Any) -> Any:
+        """The hashable compile-time type of one argument (an array view or a scalar)."""
+
+    def cache_extras(self, count, dim) -> tuple:
+        """What the backend bakes into a compiled artifact beyond the argument types."""
+        return ()
+
+    @abc.abstractmethod
+    def compile(self, kernel, arg_types: tuple, extras: tuple, options: dict) -> Any:
+        """Compile ``kernel`` for ``arg_types``; return a callable
+        ``artifact(count_xyz, dim_xyz, args)``. Raise ``CompileError`` when it cannot."""

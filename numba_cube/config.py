@@ -1,0 +1,81 @@
+"""Every ``NUMBA_CUBE_*`` environment variable, parsed in one place.
+
+Values are read when asked for (not frozen at import), so tests and long-lived processes see
+changes. A bad value warns once and falls back to the default instead of breaking the import.
+
+| variable | meaning | default |
+| --- | --- | --- |
+| NUMBA_CUBE_DEVICE | device ``cube.client()`` picks | best available |
+| NUMBA_CUBE_CACHE_DIR | generated-code cache directory | ``$XDG_CACHE_HOME/numba_cube`` |
+| NUMBA_CUBE_BOUNDSCHECK | bounds-check CPU kernels (IndexError becomes a launch failure) | 0 |
+| NUMBA_CUBE_MAX_TASKS | queued launches per stream before it executes | 32 |
+| NUMBA_CUBE_SERIAL_UNITS | below this many units a CPU launch runs the serial twin | 32768 |
+| NUMBA_CUBE_DEPENDENCY_RULE | ``hazard`` (read/write sets) or ``baseline`` (any shared buffer) | hazard |
+| NUMBA_CUBE_AUTOTUNE_CACHE | 0 turns the on-disk autotune cache off | 1 |
+| NUMBA_CUBE_DISABLE_PLUGIN_AUTOLOAD | 1 skips entry-point plugins | 0 |
+| NUMBA_CUBE_PROFILE_LOG | 1 logs every kernel's duration (logger ``numba_cube.profile``) | 0 |
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+__all__ = ["get_bool", "get_int", "get_str", "VARIABLES", "snapshot"]
+
+VARIABLES = (
+    "NUMBA_CUBE_DEVICE", "NUMBA_CUBE_CACHE_DIR", "NUMBA_CUBE_BOUNDSCHECK", "NUMBA_CUBE_MAX_TASKS",
+    "NUMBA_CUBE_SERIAL_UNITS", "NUMBA_CUBE_DEPENDENCY_RULE", "NUMBA_CUBE_AUTOTUNE_CACHE",
+    "NUMBA_CUBE_DISABLE_PLUGIN_AUTOLOAD", "NUMBA_CUBE_PROFILE_LOG",
+)
+
+_warned: set = set()
+
+
+def _warn(name: str, raw: str, default) -> None:
+    if (name, raw) not in _warned:
+        _warned.add((name, raw))
+        warnings.warn(f"{name}={raw!r} is not valid; using {default!r}", RuntimeWarning, stacklevel=3)
+
+
+def get_str(name: str, default: str | None = None, choices: tuple | None = None) -> str | None:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    if choices is not None and raw.lower() not in choices:
+        _warn(name, raw, default)
+        return default
+    return raw.lower() if choices is not None else raw
+
+
+def get_bool(name: str, default: bool = False) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    low = raw.strip().lower()
+    if low in ("1", "true", "yes", "on"):
+        return True
+    if low in ("0", "false", "no", "off"):
+        return False
+    _warn(name, raw, default)
+    return default
+
+
+def get_int(name: str, default: int, minimum: int | None = None) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        _warn(name, raw, default)
+        return default
+    if minimum is not None and value < minimum:
+        _warn(name, raw, default)
+        return default
+    return value
+
+
+def snapshot() -> dict:
+    """The ``NUMBA_CUBE_*`` variables that are set (for ``python -m numba_cube info``)."""
+    return {k: os.environ[k] for k in VARIABLES if k in os.environ}

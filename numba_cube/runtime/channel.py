@@ -1,0 +1,114 @@
+"""The device handle: how work reaches the single-owner server (architecture.md).
+
+The server's compile cache, scheduler state and memory table are touched by one thread at a time
+and need no locks of their own. Two ways to give it that, behind one interface:
+
+- ``ThreadChannel``: a runner thread per device. ``submit`` is fire-and-forget, ``call`` waits
+  for the answer and re-raises a server-side exception on the caller. Best where the backend's
+  work runs on the host (the CPU backend): compiles and bookkeeping leave the issuing thread free.
+- ``InlineChannel``: the server runs on the issuing thread under the device's lock. Best where the
+  driver call is itself asynchronous and a thread hop would cost more than the launch (CUDA).
+
+Either way the server receives everything (stream id, launch mode) as arguments and never reads
+the caller's thread-local state. FIFO order of one channel is what makes "launch, then read" from
+one thread, or "A's launch returned, then B launches" across threads, see the launch first.
+
+A fire-and-forget operation that raises is a bug or a broken device, not a launch failure (those
+live on buffers): the channel keeps the first such error as its ``fault``, and ``sync()`` reports
+it as a ``DeviceFault``.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from concurrent.futures import Future
+
+from ..errors import DeviceFault
+
+__all__ = ["ThreadChannel", "InlineChannel"]
+
+log = logging.getLogger("numba_cube")
+
+_STOP = object()
+
+
+class ThreadChannel:
+    """A runner thread that owns the server; operations are queued to it in FIFO order."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.fault: BaseException | None = None
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name=f"numba_cube-{name}", daemon=True)
+        self._thread.start()
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def submit(self, fn, *args) -> None:
+        """Queue ``fn(*args)`` on the device thread and return at once."""
+        self._queue.put((fn, args, None))
+
+    def call(self, fn, *args):
+        """Run ``fn(*args)`` on the device thread, wait, and return its result (or raise)."""
+        if not self._thread.is_alive():
+            raise DeviceFault(f"the device thread of {self.name} is not running") from self.fault
+        if threading.current_thread() is self._thread:
+            return fn(*args)  # re-entrant use from the server itself (e.g. a finalizer) must not deadlock
+        fut: Future = Future()
+        self._queue.put((fn, args, fut))
+        return fut.result()
+
+    def close(self) -> None:
+        self._queue.put((_STOP, (), None))
+
+    def _run(self) -> None:
+        while True:
+            fn, args, fut = self._queue.get()
+            if fn is _STOP:
+                return
+            try:
+                result = fn(*args)
+            except BaseException as exc:  # noqa: BLE001 - routed to the caller or kept as the fault
+                if fut is not None:
+                    fut.set_exception(exc)
+                else:
+                    log.error("numba_cube: operation %s on %s failed", getattr(fn, "__name__", fn),
+                              self.name, exc_info=exc)
+                    if self.fault is None:
+                        self.fault = exc
+            else:
+                if fut is not None:
+                    fut.set_result(result)
+
+
+class InlineChannel:
+    """Runs server operations on the calling thread, one at a time, under the device lock."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.fault: BaseException | None = None
+        # Re-entrant: a server operation may drop the last reference to a handle, whose finalizer
+        # comes back here on the same thread.
+        self._lock = threading.RLock()
+
+    alive = True
+
+    def submit(self, fn, *args) -> None:
+        try:
+            self.call(fn, *args)
+        except BaseException as exc:  # noqa: BLE001 - same contract as ThreadChannel.submit
+            log.error("numba_cube: operation %s on %s failed", getattr(fn, "__name__", fn),
+                      self.name, exc_info=exc)
+            if self.fault is None:
+                self.fault = exc
+
+    def call(self, fn, *args):
+        with self._lock:
+            return fn(*args)
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,222 @@
+"""The client: the issuing-thread side of every operation (runtime.md section 1.1).
+
+A ``Client`` is a thin, cheap object over a device's server: the server is per device, a client
+adds compile options (``boundscheck``) and, optionally, a pinned stream. Everything that lives
+only on the issuing thread (the current stream, the launch mode, observers' context) is decided
+here and handed to the server as a value.
+
+The gates of a launch, in this order:
+
+1. a static grid with a zero dimension returns at once (nothing compiled, claimed or queued);
+2. every buffer binding, and the dynamic count's, must belong to this device, else
+   ``ForeignHandleError`` right here: memory coordinates of another device are garbage there;
+3. the kernel id goes to this thread's launched log (``numba_cube.testing.launched``);
+4. the launch mode is computed (``modes.launch_mode``);
+5. launch observers are notified, the last point at which the caller's context exists;
+6. the launch is submitted, asynchronously.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import numpy as np
+
+from .. import testing
+from ..errors import ForeignHandleError, LaunchArgumentError
+from ..kernel.kernel import Kernel, kernel as make_kernel
+from . import observers
+from .geometry import CubeCount, CubeDim
+from .handle import Allocation, Binding, Handle
+from .modes import launch_mode
+from .server import LaunchRequest
+from .streams import StreamId
+
+__all__ = ["Client"]
+
+
+class Client:
+    """Launches, buffers and synchronization on one device."""
+
+    def __init__(self, server, *, options: dict | None = None, pinned: StreamId | None = None):
+        self.server = server
+        self.options = dict(options or {})
+        self._options_key = tuple(sorted(self.options.items()))
+        self.pinned = pinned
+
+    # -- identity -----------------------------------------------------------------------------------
+    @property
+    def device(self) -> str:
+        return self.server.device
+
+    @property
+    def stream_id(self) -> StreamId:
+        """The stream this client's launches go to now: the pinned one, else the thread's."""
+        return self.pinned if self.pinned is not None else StreamId.current()
+
+    def set_stream(self, stream_id: StreamId | None) -> "Client":
+        """A client pinned to ``stream_id`` (``None`` unpins); the original is unchanged.
+
+        Returning a new client rather than pinning in place keeps ``cube.client("cpu")`` (one object
+        per device, shared by every thread) from being re-pinned under another thread's feet.
+        """
+        return Client(self.server, options=self.options, pinned=stream_id)
+
+    def __repr__(self) -> str:
+        pin = f" pinned={self.pinned}" if self.pinned is not None else ""
+        return f"<cube.Client {self.device}{pin}>"
+
+    # -- `with client:` makes it current for kernel[...] launches on this thread --------------------
+    def __enter__(self) -> "Client":
+        from .registry import push_current
+
+        push_current(self)
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        from .registry import pop_current
+
+        pop_current()
+        return False
+
+    # -- buffers ---------------------------------------------------------------------------------------
+    def empty(self, shape, dtype=np.float64) -> Handle:
+        shape = (shape,) if isinstance(shape, numbers.Integral) else tuple(int(s) for s in shape)
+        dtype = np.dtype(dtype)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        memory_id = self.server.channel.call(self.server.op_alloc, nbytes)
+        return Handle(Allocation(self.server, memory_id, nbytes), 0, shape, dtype)
+
+    def create(self, data) -> Handle:
+        """A new buffer holding a copy of ``data`` (anything ``numpy.asarray`` takes)."""
+        arr = np.ascontiguousarray(data)
+        handle = self.empty(arr.shape, arr.dtype)
+        # Fresh memory: no task can refer to it yet, so the issuing thread may fill it directly.
+        self.server.host_array(handle.binding())[...] = arr
+        return handle
+
+    def write(self, handle: Handle, data) -> None:
+        """Copy ``data`` into ``handle`` in stream order (after earlier work on it, before later).
+
+        The data is staged now, so the caller may reuse its array at once. A write of the whole
+        handle repairs a failed buffer.
+        """
+        b = self._own(handle)
+        staged = np.array(data, dtype=handle.dtype, copy=True, order="C")
+        if staged.size != handle.size:
+            raise ValueError(f"write of {staged.size} elements into a handle of {handle.size}")
+        staged = staged.reshape(handle.shape)
+        self.server.channel.submit(self.server.op_write, b, staged, self.stream_id)
+
+    def read(self, handle: Handle) -> np.ndarray:
+        """Wait for the work that writes ``handle``, then return a copy of its contents.
+
+        Raises ``LaunchFailure`` (with the root cause) if the buffer was not written.
+        """
+        b = self._own(handle)
+        for task in self.server.channel.call(self.server.op_wait_read, (b,)):
+            task.wait()
+        failure = self.server.failure_of(b)
+        if failure is not None:
+            raise failure.to_exception()
+        return self.server.host_array(b).copy()
+
+    def read_many(self, handles) -> list[np.ndarray]:
+        bindings = tuple(self._own(h) for h in handles)
+        for task in self.server.channel.call(self.server.op_wait_read, bindings):
+            task.wait()
+        out = []
+        for b in bindings:
+            failure = self.server.failure_of(b)
+            if failure is not None:
+                raise failure.to_exception()
+            out.append(self.server.host_array(b).copy())
+        return out
+
+    def check(self, *handles: Handle) -> None:
+        """Raise ``LaunchFailure`` for a failure already known on any handle; never waits."""
+        bindings = tuple(self._own(h) for h in handles)
+        for failure in self.server.channel.call(self.server.op_known_failures, bindings):
+            if failure is not None:
+                raise failure.to_exception()
+
+    def sync_buffers(self, *handles: Handle) -> list:
+        """Wait for all work on ``handles``; then, per handle, ``None`` or its ``LaunchFailure``."""
+        bindings = tuple(self._own(h) for h in handles)
+        for task in self.server.channel.call(self.server.op_wait_all_users, bindings):
+            task.wait()
+        answers = []
+        for b in bindings:
+            failure = self.server.failure_of(b)
+            answers.append(None if failure is None else failure.to_exception())
+        return answers
+
+    def sync(self) -> None:
+        """Wait for all work on the device. Raises ``DeviceFault`` only (launch failures live on
+        buffers, and no buffer could carry a broken device)."""
+        fault = self.server.device_fault()
+        if fault is None:
+            for task in self.server.channel.call(self.server.op_sync):
+                task.wait()
+            fault = self.server.device_fault()
+        if fault is not None:
+            raise fault
+
+    # -- launch ---------------------------------------------------------------------------------------
+    def launch(self, kernel, count, dim, *args) -> None:
+        """Launch ``kernel`` on ``count`` cubes of ``dim`` units. Returns nothing: a failure is
+        recorded on the buffers the launch should have written."""
+        count = CubeCount.coerce(count)
+        if count.is_zero:                                   # gate 1
+            return
+        dim = CubeDim.coerce(dim)
+        if not isinstance(kernel, Kernel):
+            kernel = make_kernel(kernel)
+        bound = self._bind(kernel, args)                    # gate 2
+        count_binding = self._own(count.handle) if count.is_dynamic else None
+        testing.note_launch(kernel.id)                      # gate 3
+        mode = launch_mode()                                # gate 4
+        stream = self.stream_id
+        if observers.active():                              # gate 5
+            observers.notify_launch(self, kernel, count, dim, args, stream, mode)
+        req = LaunchRequest(kernel, count, dim, bound, count_binding, stream, mode, self._options_key)
+        self.server.channel.submit(self.server.op_launch, req)   # gate 6
+
+    def _own(self, handle: Any) -> Binding:
+        if not isinstance(handle, Handle):
+            raise LaunchArgumentError(f"expected a Handle, got {type(handle).__name__}")
+        if handle.server is not self.server:
+            raise ForeignHandleError(
+                f"handle of device {handle.device} passed to a client of device {self.device}; "
+                f"copy it first (client.create(other_client.read(handle)))")
+        return handle.binding()
+
+    def _bind(self, kernel: Kernel, args: tuple) -> tuple:
+        if len(args) != len(kernel.params):
+            raise LaunchArgumentError(
+                f"kernel {kernel.name}({', '.join(kernel.params)}) takes {len(kernel.params)} "
+                f"arguments, got {len(args)}")
+        bound = []
+        for name, a in zip(kernel.params, args):
+            if isinstance(a, Handle):
+                bound.append(self._own(a))
+            elif isinstance(a, (bool, np.bool_)):
+                bound.append(np.bool_(a))
+            elif isinstance(a, numbers.Integral):
+                bound.append(np.int64(a))
+            elif isinstance(a, numbers.Real):
+                bound.append(np.float64(a))
+            elif isinstance(a, numbers.Complex):
+                bound.append(np.complex128(a))
+            elif isinstance(a, np.generic) and a.dtype.kind in "biufc":
+                bound.append(a)
+            elif isinstance(a, np.ndarray):
+                raise LaunchArgumentError(
+                    f"argument {name!r} is a NumPy array: pass a Handle (client.create(array)), or "
+                    f"launch with kernel[count, dim](...) to copy host arrays in and out")
+            else:
+                raise LaunchArgumentError(
+                    f"argument {name!r} of kernel {kernel.name} has unsupported type "
+                    f"{type(a).__name__}: pass a Handle, a NumPy scalar or a Python number")
+        return tuple(bound)

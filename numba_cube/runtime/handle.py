@@ -1,0 +1,144 @@
+"""Handles (user-facing buffers) and bindings (what crosses the hand-off).
+
+A ``Handle`` is what users hold: a typed, shaped window (``offset`` bytes into an allocation) of
+one buffer of device memory. Views made by slicing share the allocation. The allocation is given
+back to its server when the last handle or view of it is dropped; the server then keeps the
+memory out of reuse until no stream still uses it (``memory.py``).
+
+A ``Binding`` is the plain-value description of one buffer argument that travels from the issuing
+thread to the server: which memory, which bytes, which shape and dtype. It is made on the issuing
+thread, and never refers back to thread-local state.
+"""
+
+from __future__ import annotations
+
+import operator
+import weakref
+from typing import NamedTuple
+
+import numpy as np
+
+__all__ = ["Handle", "Binding", "Allocation"]
+
+
+class Binding(NamedTuple):
+    """One buffer argument, as a value: memory id, byte offset, shape, dtype."""
+
+    memory_id: int
+    offset: int
+    shape: tuple
+    dtype: np.dtype
+
+    @property
+    def nbytes(self) -> int:
+        n = self.dtype.itemsize
+        for s in self.shape:
+            n *= s
+        return n
+
+    @property
+    def region(self) -> tuple:
+        """The ledger's and the scheduler's name for these bytes."""
+        return (self.memory_id, self.offset, self.offset + self.nbytes)
+
+
+class Allocation:
+    """One buffer of a server's memory. Gives itself back when garbage."""
+
+    __slots__ = ("memory_id", "nbytes", "server", "_finalizer", "__weakref__")
+
+    def __init__(self, server, memory_id: int, nbytes: int):
+        self.memory_id = memory_id
+        self.nbytes = nbytes
+        self.server = server
+        # weakref.finalize rather than __del__: it runs exactly once, also at interpreter exit, and
+        # does not keep the object alive through reference cycles.
+        self._finalizer = weakref.finalize(self, server.release_memory, memory_id)
+
+
+class Handle:
+    """A typed window of device memory. ``h[a:b]`` is a view sharing the memory."""
+
+    __slots__ = ("_alloc", "offset", "shape", "dtype", "__weakref__")
+
+    def __init__(self, alloc: Allocation, offset: int, shape: tuple, dtype):
+        self._alloc = alloc
+        self.offset = offset
+        self.shape = tuple(int(s) for s in shape)
+        self.dtype = np.dtype(dtype)
+
+    # -- descriptors ----------------------------------------------------------------------------
+    @property
+    def device(self) -> str:
+        """The name of the device that owns the memory (e.g. ``"cpu:0"``)."""
+        return self._alloc.server.device
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    @property
+    def memory_id(self) -> int:
+        return self._alloc.memory_id
+
+    @property
+    def server(self):
+        return self._alloc.server
+
+    def binding(self) -> Binding:
+        return Binding(self._alloc.memory_id, self.offset, self.shape, self.dtype)
+
+    # -- views ----------------------------------------------------------------------------------
+    def __getitem__(self, key) -> "Handle":
+        """Slice along the first axis: a contiguous view sharing memory (steps other than 1 are
+        refused, since a view must stay one contiguous byte range)."""
+        if not self.shape:
+            raise IndexError("a 0-d handle cannot be sliced")
+        if isinstance(key, slice):
+            start, stop, step = key.indices(self.shape[0])
+            if step != 1:
+                raise ValueError("handle views must be contiguous: slice steps other than 1 are not supported")
+            stop = max(stop, start)
+        else:
+            try:
+                start = operator.index(key)
+            except TypeError:
+                raise TypeError(f"handles are sliced with a slice or an int, got {type(key).__name__}") from None
+            if start < 0:
+                start += self.shape[0]
+            if not 0 <= start < self.shape[0]:
+                raise IndexError(f"index {key} out of range for a handle of shape {self.shape}")
+            stop = start + 1
+        row_bytes = self.nbytes // self.shape[0] if self.shape[0] else 0
+        return Handle(self._alloc, self.offset + start * row_bytes,
+                      (stop - start,) + self.shape[1:], self.dtype)
+
+    def view_as(self, dtype, shape=None) -> "Handle":
+        """The same bytes, read as another dtype/shape (sizes must match)."""
+        dtype = np.dtype(dtype)
+        if shape is None:
+            if self.nbytes % dtype.itemsize:
+                raise ValueError(f"{self.nbytes} bytes are not a whole number of {dtype}")
+            shape = (self.nbytes // dtype.itemsize,)
+        shape = tuple(shape)
+        if int(np.prod(shape, dtype=np.int64)) * dtype.itemsize != self.nbytes:
+            raise ValueError(f"shape {shape} of {dtype} does not cover {self.nbytes} bytes")
+        return Handle(self._alloc, self.offset, shape, dtype)
+
+    def __len__(self) -> int:
+        return self.shape[0] if self.shape else 0
+
+    def __repr__(self) -> str:
+        return (f"<Handle {self.device} mem={self._alloc.memory_id} offset={self.offset} "
+                f"shape={self.shape} dtype={self.dtype}>")

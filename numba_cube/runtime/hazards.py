@@ -1,0 +1,114 @@
+"""Dependency inference from the buffers a launch binds (runtime.md section 3).
+
+For each buffer (memory id) the tracker remembers the last task that wrote it and the tasks that
+read it since. A new task must wait for:
+
+- read after write:  the last writer of every buffer it reads;
+- write after write: the last writer of every buffer it writes;
+- write after read:  every reader since that write, for every buffer it writes.
+
+Two tasks that only read a buffer do not wait for each other. A buffer written on A, read on B,
+then written on C orders C after both A (WAW) and B (WAR).
+
+The baseline rule (CubeCL's, kept for comparison and as a fallback): any shared buffer last
+touched on another stream T makes the task wait for *all* of T's queued work, i.e. for T's last
+task. It over-synchronizes read-read sharing; the hazard rule does not.
+
+Views: hazards are tracked per allocation, not per byte range. Two launches that touch disjoint
+views of one buffer are therefore ordered although they need not be: over-synchronizing is
+allowed, under-synchronizing never is.
+
+Tasks only need ``done`` (a bool property) and ``stream``. Finished tasks are pruned as new ones
+register, so the state per buffer stays small in a long loop.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+__all__ = ["HazardTracker"]
+
+
+class _BufferState:
+    __slots__ = ("writer", "readers", "last_stream", "last_task")
+
+    def __init__(self):
+        self.writer = None
+        self.readers: list = []
+        self.last_stream = None
+        self.last_task = None
+
+
+class HazardTracker:
+    """Per buffer: the last writer and the readers since. Owned by the server's thread."""
+
+    def __init__(self, baseline: bool = False):
+        self.baseline = baseline
+        self._buffers: dict[int, _BufferState] = {}
+        self._stream_tail: dict = {}  # stream -> last task registered on it (baseline rule)
+
+    def register(self, task, reads: Iterable[int], writes: Iterable[int]) -> list:
+        """Record ``task`` as reading ``reads`` and writing ``writes``; return what it waits for.
+
+        The answer holds unfinished tasks of *other* streams only: a stream runs its own work in
+        order, so a same-stream dependency is already satisfied by the queue.
+        """
+        reads = set(reads)
+        writes = set(writes)
+        deps = {}
+        stream = task.stream
+        for mem in reads | writes:
+            st = self._buffers.get(mem)
+            if st is None:
+                st = self._buffers[mem] = _BufferState()
+            if self.baseline:
+                if st.last_stream is not None and st.last_stream != stream:
+                    tail = self._stream_tail.get(st.last_stream)
+                    if tail is not None:
+                        deps[id(tail)] = tail
+            else:
+                if st.writer is not None:
+                    deps[id(st.writer)] = st.writer
+                if mem in writes:
+                    for r in st.readers:
+                        deps[id(r)] = r
+            st.last_stream = stream
+            st.last_task = task
+        for mem in reads | writes:
+            st = self._buffers[mem]
+            if mem in writes:
+                st.writer = task
+                st.readers = []
+            else:
+                st.readers = [r for r in st.readers if not r.done]
+                st.readers.append(task)
+        self._stream_tail[stream] = task
+        return [t for t in deps.values() if t is not task and t.stream != stream and not t.done]
+
+    def writer_of(self, mem: int):
+        """The last unfinished task that writes ``mem`` (what a read must wait for), or None."""
+        st = self._buffers.get(mem)
+        if st is None or st.writer is None or st.writer.done:
+            return None
+        return st.writer
+
+    def users_of(self, mem: int) -> list:
+        """Every unfinished task that may still touch ``mem`` (what a free or a host write waits for)."""
+        st = self._buffers.get(mem)
+        if st is None:
+            return []
+        users = list(st.readers)
+        if st.writer is not None:
+            users.append(st.writer)
+        if self.baseline and st.last_task is not None:
+            users.append(st.last_task)
+        return [t for t in users if not t.done]
+
+    def forget(self, mem: int) -> None:
+        self._buffers.pop(mem, None)
+
+    def forget_stream(self, stream) -> None:
+        self._stream_tail.pop(stream, None)
+
+    def __len__(self) -> int:
+        return len(self._buffers)

@@ -1,0 +1,107 @@
+"""The memory pool: reuse of freed buffers, and no reuse while a stream may still use one.
+
+Freed memory goes to *quarantine* with the tasks that may still touch it; it becomes reusable
+(or is released) only once all of them are done (runtime.md section 3: "freeing a handle must not
+let its memory be reused while a launch on any stream still uses it").
+
+Reuse is by size class: sizes are rounded up to a power of two (at least the 64-byte pool
+alignment) below 1 MiB and to whole MiB above, so a loop that creates and frees handles of one
+shape reaches a steady state after its first iteration. Idle memory above ``max_idle_bytes`` is
+given back to the backend instead of kept.
+
+The pool also serves graph capture: ``frozen`` pools refuse to allocate (a capture window may only
+reuse what the warm-up left), raising ``CaptureError`` through the server.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Callable
+
+__all__ = ["MemoryPool", "size_class", "ALIGNMENT"]
+
+ALIGNMENT = 64
+_MIB = 1 << 20
+
+
+def size_class(nbytes: int) -> int:
+    n = max(int(nbytes), ALIGNMENT)
+    if n <= _MIB:
+        return 1 << (n - 1).bit_length()
+    return -(-n // _MIB) * _MIB
+
+
+class MemoryPool:
+    """Size-class free lists over a backend allocator. Owned by the server's thread."""
+
+    def __init__(self, allocate: Callable[[int], object], release: Callable[[object], None] | None = None,
+                 max_idle_bytes: int = 256 * _MIB):
+        self._allocate = allocate
+        self._release = release or (lambda mem: None)
+        self._free: dict[int, list] = defaultdict(list)
+        self._quarantine: list[tuple[int, object, list]] = []
+        self.idle_bytes = 0
+        self.live_bytes = 0
+        self.peak_bytes = 0  # high-water mark of live + idle + quarantined (what the pool holds)
+        self._held_bytes = 0
+        self.max_idle_bytes = max_idle_bytes
+        self.frozen = False
+
+    def allocate(self, nbytes: int) -> tuple[int, object]:
+        """Return ``(capacity, memory)`` for at least ``nbytes``. Raises ``MemoryError`` when frozen
+        and nothing fits."""
+        self.sweep()
+        cap = size_class(nbytes)
+        free = self._free.get(cap)
+        if free:
+            mem = free.pop()
+            self.idle_bytes -= cap
+        else:
+            if self.frozen:
+                raise MemoryError(f"no free block of {cap} bytes in the pool and allocation is frozen")
+            mem = self._allocate(cap)
+            self._held_bytes += cap
+            self.peak_bytes = max(self.peak_bytes, self._held_bytes)
+        self.live_bytes += cap
+        return cap, mem
+
+    def free(self, cap: int, mem: object, users: list) -> None:
+        """Give ``mem`` back once every task in ``users`` is done."""
+        self.live_bytes -= cap
+        self._quarantine.append((cap, mem, [t for t in users if not t.done]))
+        self.sweep()
+
+    def sweep(self) -> None:
+        """Move quarantined memory whose users have all finished to the free lists."""
+        if not self._quarantine:
+            return
+        still = []
+        for cap, mem, users in self._quarantine:
+            if all(t.done for t in users):
+                if self.idle_bytes + cap > self.max_idle_bytes:
+                    self._release(mem)
+                    self._held_bytes -= cap
+                else:
+                    self._free[cap].append(mem)
+                    self.idle_bytes += cap
+            else:
+                still.append((cap, mem, users))
+        self._quarantine = still
+
+    @property
+    def quarantined(self) -> int:
+        return len(self._quarantine)
+
+    @property
+    def held_bytes(self) -> int:
+        """Everything the pool holds from the backend: live, idle and quarantined."""
+        return self._held_bytes
+
+    def trim(self) -> None:
+        """Release every idle block to the backend."""
+        for cap, blocks in self._free.items():
+            for mem in blocks:
+                self._release(mem)
+                self._held_bytes -= cap
+        self._free.clear()
+        self.idle_bytes = 0

@@ -1,0 +1,64 @@
+"""Launch observers: callables told about each launch on the issuing thread, before the hand-off.
+
+This is the last point at which the caller's context (thread, stream, launch mode) exists, so
+profilers and tracers hook in here (runtime.md 1.1 gate 5). Plugins reach it through the
+``numba_cube_launch`` hook (see ``plugins.py``); code can also add an observer directly.
+
+An observer that raises is removed from the hot path's concerns: the error is logged and the
+launch goes on, because an observer must never change what a program computes.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable
+
+__all__ = ["LaunchEvent", "add_observer", "remove_observer", "active", "notify_launch"]
+
+log = logging.getLogger("numba_cube")
+
+_lock = threading.Lock()
+_observers: tuple = ()  # replaced, never mutated: the hot path reads it without a lock
+
+
+@dataclass(frozen=True)
+class LaunchEvent:
+    """What an observer learns about one launch."""
+
+    device: str
+    kernel_id: str
+    kernel_name: str
+    count: Any
+    dim: Any
+    args: tuple
+    stream: Any
+    mode: Any
+    thread: str
+
+
+def add_observer(fn: Callable[[LaunchEvent], None]) -> None:
+    global _observers
+    with _lock:
+        _observers = _observers + (fn,)
+
+
+def remove_observer(fn: Callable[[LaunchEvent], None]) -> None:
+    global _observers
+    with _lock:
+        _observers = tuple(o for o in _observers if o is not fn)
+
+
+def active() -> bool:
+    return bool(_observers)
+
+
+def notify_launch(client, kernel, count, dim, args, stream, mode) -> None:
+    event = LaunchEvent(client.device, kernel.id, kernel.name, count, dim, args, stream, mode,
+                        threading.current_thread().name)
+    for fn in _observers:
+        try:
+            fn(event)
+        except Exception:  # noqa: BLE001 - an observer must not change what the program computes
+            log.exception("numba_cube: launch observer %r failed", fn)

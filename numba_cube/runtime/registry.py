@@ -1,0 +1,172 @@
+"""Which backends exist, and the one server per device (api.md "Clients and handles").
+
+``cube.client(device)`` parses ``"<backend>[:index]"``, asks the backend's factory for the
+device's server once, and returns the same client object every time for the same device and
+options. Backends are registered by name with a factory ``factory(index) -> server``; the built-in
+ones are registered through the plugin manager like any third-party one (``plugins.py``).
+
+A backend may be registered but unavailable (no driver, no device): its factory raises, and
+``client()`` turns that into a ``BackendNotFound`` that says why, instead of a crash at import.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Callable
+
+from .. import config
+from ..errors import BackendNotFound
+
+__all__ = ["register_backend", "unregister_backend", "backends", "client", "use", "current_client",
+           "push_current", "pop_current", "BackendInfo"]
+
+_lock = threading.RLock()
+_factories: dict[str, "BackendInfo"] = {}
+_servers: dict[str, object] = {}
+_clients: dict[tuple, object] = {}
+_default_client = None
+_local = threading.local()
+
+
+class BackendInfo:
+    """A registered backend: its factory, where it came from, whether it can start."""
+
+    def __init__(self, name: str, factory: Callable[[int], object], source: str = "builtin",
+                 available: Callable[[], str | None] | None = None, priority: int = 0):
+        self.name = name
+        self.factory = factory
+        self.source = source
+        self._available = available
+        self.priority = priority  # the highest available priority is the default device
+
+    def unavailable_reason(self) -> str | None:
+        """``None`` when the backend can start, else why not."""
+        if self._available is None:
+            return None
+        try:
+            return self._available()
+        except Exception as exc:  # noqa: BLE001 - a probe that crashes means "unavailable"
+            return f"{type(exc).__name__}: {exc}"
+
+
+def register_backend(name: str, factory: Callable[[int], object], *, source: str = "builtin",
+                     available: Callable[[], str | None] | None = None, priority: int = 0) -> None:
+    if not name.isidentifier():
+        raise ValueError(f"backend name must be an identifier, got {name!r}")
+    with _lock:
+        _factories[name] = BackendInfo(name, factory, source, available, priority)
+
+
+def unregister_backend(name: str) -> None:
+    with _lock:
+        _factories.pop(name, None)
+        for key in [k for k in _servers if k.split(":")[0] == name]:
+            server = _servers.pop(key)
+            server.channel.close()
+        for key in [k for k in _clients if k[0].split(":")[0] == name]:
+            del _clients[key]
+
+
+def backend_infos() -> dict[str, BackendInfo]:
+    _ensure_plugins()
+    with _lock:
+        return dict(_factories)
+
+
+def backends() -> list[str]:
+    """The registered backend names (available or not)."""
+    return sorted(backend_infos())
+
+
+def _ensure_plugins() -> None:
+    from ..plugins import get_plugin_manager
+
+    get_plugin_manager()
+
+
+def _default_device() -> str:
+    env = config.get_str("NUMBA_CUBE_DEVICE")
+    if env:
+        return env
+    infos = sorted(backend_infos().values(), key=lambda i: -i.priority)
+    for info in infos:
+        if info.unavailable_reason() is None:
+            return info.name
+    raise BackendNotFound("no backend is available: " + "; ".join(
+        f"{i.name}: {i.unavailable_reason()}" for i in infos))
+
+
+def _parse(device: str) -> tuple[str, int]:
+    name, _, index = device.partition(":")
+    if not index:
+        return name, 0
+    try:
+        idx = int(index)
+    except ValueError:
+        raise BackendNotFound(f"bad device {device!r}: expected '<backend>[:index]'") from None
+    if idx < 0:
+        raise BackendNotFound(f"bad device {device!r}: the index must not be negative")
+    return name, idx
+
+
+def client(device: str | None = None, **options):
+    """The client of ``device`` (``"cpu"``, ``"cpu:1"``, ``"cuda"``, ...); the same object each time.
+
+    Options (e.g. ``boundscheck=True``) change how kernels are compiled; clients with different
+    options share the device's server, its memory and its streams.
+    """
+    from .client import Client
+
+    if device is None:
+        device = _default_device()
+    if not isinstance(device, str):
+        raise TypeError(f"device must be a string like 'cpu' or 'cuda:1', got {type(device).__name__}")
+    name, index = _parse(device)
+    canonical = f"{name}:{index}"
+    if name == "cpu" and "boundscheck" not in options and config.get_bool("NUMBA_CUBE_BOUNDSCHECK"):
+        options["boundscheck"] = True
+    key = (canonical, tuple(sorted(options.items())))
+    with _lock:
+        c = _clients.get(key)
+        if c is not None:
+            return c
+        infos = backend_infos()
+        info = infos.get(name)
+        if info is None:
+            raise BackendNotFound(f"no backend named {name!r}; registered: {sorted(infos)}")
+        server = _servers.get(canonical)
+        if server is None:
+            reason = info.unavailable_reason()
+            if reason is not None:
+                raise BackendNotFound(f"backend {name!r} is not available: {reason}")
+            server = info.factory(index)
+            _servers[canonical] = server
+        c = _clients[key] = Client(server, options=options)
+        return c
+
+
+def use(c) -> None:
+    """Make ``c`` the client ``kernel[count, dim](...)`` launches on (process-wide default)."""
+    global _default_client
+    _default_client = c
+
+
+def push_current(c) -> None:
+    stack = getattr(_local, "stack", None)
+    if stack is None:
+        stack = _local.stack = []
+    stack.append(c)
+
+
+def pop_current() -> None:
+    _local.stack.pop()
+
+
+def current_client():
+    """The innermost ``with client:`` on this thread, else ``cube.use``'s, else the default device's."""
+    stack = getattr(_local, "stack", None)
+    if stack:
+        return stack[-1]
+    if _default_client is not None:
+        return _default_client
+    return client()

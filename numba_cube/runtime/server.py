@@ -1,0 +1,278 @@
+"""The server of a host-executing device: the launch path's steps on the server side.
+
+One ``HostServer`` owns one device: its compile cache, its memory table and pool, its stream
+queues, its dependency state and its failure ledger. Every ``op_*`` method runs on the device's
+channel (one at a time, see ``channel.py``); stream work runs later on stream workers
+(``host_streams.py``) and touches only the ledger (locked) and memory it was handed.
+
+A launch, in the order of runtime.md section 1.2:
+
+1. cache key: kernel id, argument types, alignment, and what the backend bakes in;
+2. compile or reuse; a compile failure is remembered with the cache entry;
+3. a SKIP launch (dry run) ends here: nothing claimed, no dependency, no memory touched;
+4. read and write sets (three-level fallback), dependencies from the hazard tracker, then a task
+   that opens the execute scope when it runs. A compile failure becomes a task that goes through
+   ``failed_writing`` *in stream order*, so that earlier work on the same buffers cannot overwrite
+   it, while ``check`` already knows about it (``Task.failure_hint``).
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import CompileError, DeviceFault
+from ..kernel.kernel import resolve_access
+from .handle import Binding
+from .hazards import HazardTracker
+from .host_streams import HostStreams, Task
+from .ledger import ExecuteScope, Failure, Ledger, failed_writing
+from .memory import ALIGNMENT, MemoryPool
+from .modes import LaunchMode
+
+__all__ = ["HostServer", "LaunchRequest", "CacheEntry"]
+
+log = logging.getLogger("numba_cube")
+
+
+@dataclass(frozen=True)
+class LaunchRequest:
+    """Everything a launch needs, decided on the issuing thread and passed as a value."""
+
+    kernel: Any
+    count: Any            # CubeCount (static or dynamic)
+    dim: Any              # CubeDim
+    args: tuple           # Binding or scalar, in parameter order
+    count_binding: Binding | None
+    stream: Any           # StreamId
+    mode: LaunchMode
+    options: tuple        # client compile options, as sorted (key, value) pairs
+
+
+@dataclass
+class CacheEntry:
+    """One compiled kernel for one key: the artifact or the compile failure, and its IO."""
+
+    artifact: Any
+    error: BaseException | None
+    access: tuple          # per parameter (read, written)
+
+
+def alignment_of(bindings) -> int:
+    """The strongest alignment every view shares: the pool alignment lowered to the lowest set bit
+    of each start offset. Reads descriptors only (runtime.md 1.2 step 1)."""
+    align = ALIGNMENT
+    for b in bindings:
+        if b.offset:
+            align = min(align, b.offset & -b.offset)
+    return align
+
+
+class HostServer:
+    """Policy core of a backend whose kernels run on host worker threads."""
+
+    def __init__(self, device: str, backend, channel, *, max_tasks: int = 32, baseline_rule: bool = False):
+        self.device = device
+        self.backend = backend
+        self.channel = channel
+        self.ledger = Ledger()
+        self.hazards = HazardTracker(baseline=baseline_rule)
+        self.fault: BaseException | None = None
+        self.streams = HostStreams(device, max_tasks, self._on_fault)
+        self.pool = MemoryPool(backend.allocate, backend.release)
+        self.memory: dict[int, tuple[int, Any]] = {}  # memory id -> (capacity, backend memory)
+        self.compile_cache: dict[tuple, CacheEntry] = {}
+        self.stats = collections.Counter()
+        self._ids = itertools.count(1)
+        self._to_free: collections.deque = collections.deque()
+        self._late_forget: list = []
+
+    # -- faults -----------------------------------------------------------------------------------
+    def _on_fault(self, exc: BaseException) -> None:
+        if self.fault is None:
+            self.fault = exc
+
+    def device_fault(self) -> DeviceFault | None:
+        cause = self.fault or self.channel.fault
+        if cause is None and self.channel.alive:
+            return None
+        err = DeviceFault(f"device {self.device} is broken: {type(cause).__name__}: {cause}"
+                          if cause else f"the device thread of {self.device} died")
+        err.__cause__ = cause
+        return err
+
+    # -- memory ---------------------------------------------------------------------------------------
+    def op_alloc(self, nbytes: int) -> int:
+        self._drain_frees()
+        cap, mem = self.pool.allocate(nbytes)
+        memory_id = next(self._ids)
+        self.memory[memory_id] = (cap, mem)
+        return memory_id
+
+    def release_memory(self, memory_id: int) -> None:
+        """Called by a handle's finalizer, on any thread, at any time: only queue the id.
+
+        Why not free here: a finalizer can run in the middle of a server operation on the same
+        thread (the garbage collector runs at allocations), and the server's state is not
+        re-entrant. The next operation drains the queue; the channel is nudged so that a quiet
+        device also frees promptly.
+        """
+        self._to_free.append(memory_id)
+        try:
+            self.channel.submit(self._drain_frees)
+        except Exception:  # noqa: BLE001 - interpreter shutdown: nothing left to give memory back to
+            pass
+
+    def _drain_frees(self) -> None:
+        while self._to_free:
+            memory_id = self._to_free.popleft()
+            cap, mem = self.memory.pop(memory_id)
+            users = self.hazards.users_of(memory_id)
+            self.hazards.forget(memory_id)
+            self.pool.free(cap, mem, users)
+            self.ledger.forget(memory_id)
+            if users:
+                # A task still running may close its scope on this id after the forget above; ids
+                # are never reused, so that entry is harmless, but forget it again once they end
+                # so a loop of failing launches into dropped buffers does not grow the ledger.
+                self._late_forget.append((memory_id, users))
+        if self._late_forget:
+            still = []
+            for memory_id, users in self._late_forget:
+                if all(t.done for t in users):
+                    self.ledger.forget(memory_id)
+                else:
+                    still.append((memory_id, users))
+            self._late_forget = still
+
+    def host_array(self, b: Binding) -> np.ndarray:
+        cap, mem = self.memory[b.memory_id]
+        return self.backend.array(mem, b.offset, b.shape, b.dtype)
+
+    # -- launch -------------------------------------------------------------------------------------------
+    def op_launch(self, req: LaunchRequest) -> None:
+        self._drain_frees()
+        arrays = [self.host_array(a) if isinstance(a, Binding) else a for a in req.args]
+        entry = self._compiled(req, arrays)
+        if req.mode is LaunchMode.SKIP:
+            self.stats["skipped"] += 1
+            return
+        reads, writes = self._regions(req, entry.access)
+        kid = req.kernel.id
+        if entry.error is not None:
+            task = Task(lambda: failed_writing(self.ledger, kid, writes, entry.error), req.stream, kid)
+            task.failure_hint = Failure(entry.error, kid, (kid,))
+        else:
+            count_view = self.host_array(req.count_binding) if req.count_binding is not None else None
+            task = Task(lambda: self._execute(entry, req, arrays, count_view, reads, writes), req.stream, kid)
+        deps = self.hazards.register(task, {r[0] for r in reads}, {w[0] for w in writes})
+        self.streams.enqueue(task, deps)
+        self.stats["launched"] += 1
+
+    def _compiled(self, req: LaunchRequest, arrays: list) -> CacheEntry:
+        bindings = [a for a in req.args if isinstance(a, Binding)]
+        arg_types = tuple(self.backend.arg_type(a) for a in arrays)
+        extras = self.backend.cache_extras(req.count, req.dim)
+        key = (req.kernel.id, arg_types, alignment_of(bindings), extras, req.options)
+        entry = self.compile_cache.get(key)
+        if entry is not None:
+            self.stats["cache_hits"] += 1
+            return entry
+        self.stats["compiles"] += 1
+        ndims = tuple(a.ndim if isinstance(a, np.ndarray) else None for a in arrays)
+        try:
+            access = resolve_access(req.kernel, ndims)
+        except Exception:  # noqa: BLE001 - the analysis must never break a launch: assume all
+            log.debug("IO analysis failed for %s", req.kernel.id, exc_info=True)
+            access = tuple((n is not None, n is not None) for n in ndims)
+        try:
+            artifact = self.backend.compile(req.kernel, arg_types, extras, dict(req.options))
+            entry = CacheEntry(artifact, None, access)
+        except CompileError as exc:
+            entry = CacheEntry(None, exc, access)
+        except Exception as exc:  # noqa: BLE001 - Numba's own errors are compile failures too
+            err = CompileError(f"kernel {req.kernel.name} failed to compile: {type(exc).__name__}: {exc}")
+            err.__cause__ = exc
+            entry = CacheEntry(None, err, access)
+        self.compile_cache[key] = entry
+        return entry
+
+    def _regions(self, req: LaunchRequest, access: tuple) -> tuple[tuple, tuple]:
+        reads, writes = [], []
+        for arg, (r, w) in zip(req.args, access):
+            if isinstance(arg, Binding):
+                if r:
+                    reads.append(arg.region)
+                if w:
+                    writes.append(arg.region)
+        if req.count_binding is not None:
+            reads.append(req.count_binding.region)
+        return tuple(reads), tuple(writes)
+
+    def _execute(self, entry: CacheEntry, req: LaunchRequest, arrays, count_view, reads, writes) -> None:
+        """Runs on the stream's worker, after every dependency is done."""
+        kid = req.kernel.id
+        count = req.count.as_tuple()
+        if count_view is not None and self.ledger.first_failure(reads) is None:
+            try:
+                count = tuple(int(v) for v in count_view.view(np.uint32)[:3])
+            except Exception as exc:  # noqa: BLE001 - runtime.md 5: unresolvable -> failed_writing
+                failed_writing(self.ledger, kid, writes, exc)
+                return
+            if 0 in count:
+                return  # a count of zero dispatches nothing and claims nothing new
+        with ExecuteScope(self.ledger, kid, reads, writes) as scope:
+            if scope.entered:
+                try:
+                    entry.artifact(count, req.dim.as_tuple(), arrays)
+                except Exception as exc:  # noqa: BLE001 - the kernel's own failure
+                    scope.fail(exc)
+
+    # -- host copies, waiting ------------------------------------------------------------------------
+    def op_write(self, b: Binding, staged: np.ndarray, stream) -> None:
+        """A host write into a handle, in stream order; a full write repairs a failed buffer."""
+        self._drain_frees()
+        view = self.host_array(b)
+        region = b.region
+
+        def copy():
+            view[...] = staged
+            self.ledger.record((region,), None)
+
+        task = Task(copy, stream, "host-write")
+        deps = self.hazards.register(task, (), (b.memory_id,))
+        self.streams.enqueue(task, deps)
+
+    def op_wait_read(self, bindings) -> list:
+        """Flush and return the tasks a read of ``bindings`` must wait for (their last writers)."""
+        tasks = [t for t in (self.hazards.writer_of(b.memory_id) for b in bindings) if t is not None]
+        self.streams.flush_tasks(tasks)
+        return tasks
+
+    def op_wait_all_users(self, bindings) -> list:
+        tasks = [t for b in bindings for t in self.hazards.users_of(b.memory_id)]
+        self.streams.flush_tasks(tasks)
+        return tasks
+
+    def op_sync(self) -> list:
+        self._drain_frees()
+        return self.streams.flush_all()
+
+    def op_known_failures(self, bindings) -> list:
+        """For ``check``: per binding, a failure already known, without waiting for anything."""
+        out = []
+        for b in bindings:
+            writer = self.hazards.writer_of(b.memory_id)
+            if writer is not None and writer.failure_hint is not None:
+                out.append(writer.failure_hint)
+            else:
+                out.append(self.ledger.failure_of(b.region))
+        return out
+
+    def failure_of(self, b: Binding) -> Failure | None:
+        return self.ledger.failure_of(b.region)

@@ -1,0 +1,67 @@
+"""Stream identity: which logical queue a launch goes to (runtime.md section 3).
+
+By default every issuing thread has its own stream, so two threads launching on one client land
+on two streams and the runtime orders them by the buffers they share. ``with cube.stream():``
+makes a stream current for the thread (a new one if none is given), and a client can be pinned to
+a stream (``client.set_stream``), which wins over both.
+
+The stream is taken from the issuing thread, never from the handles: the handles only say which
+stream *last* touched them, which is what the scheduler orders against.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from dataclasses import dataclass
+
+__all__ = ["StreamId", "stream"]
+
+_ids = itertools.count(1)
+_local = threading.local()
+
+
+@dataclass(frozen=True, order=True)
+class StreamId:
+    """The name of one logical queue. Cheap, hashable, comparable."""
+
+    value: int
+
+    @classmethod
+    def new(cls) -> "StreamId":
+        """A stream no thread has used yet."""
+        return cls(next(_ids))
+
+    @classmethod
+    def current(cls) -> "StreamId":
+        """This thread's current stream: the innermost ``with cube.stream()``, else its own."""
+        stack = getattr(_local, "stack", None)
+        if stack:
+            return stack[-1]
+        own = getattr(_local, "own", None)
+        if own is None:
+            own = _local.own = cls.new()
+        return own
+
+    def __repr__(self) -> str:
+        return f"StreamId({self.value})"
+
+
+class stream:
+    """``with cube.stream(stream_id=None) as sid:`` makes ``sid`` this thread's current stream."""
+
+    def __init__(self, stream_id: StreamId | None = None):
+        if stream_id is not None and not isinstance(stream_id, StreamId):
+            raise TypeError(f"stream() takes a StreamId or None, got {type(stream_id).__name__}")
+        self.stream_id = stream_id if stream_id is not None else StreamId.new()
+
+    def __enter__(self) -> StreamId:
+        stack = getattr(_local, "stack", None)
+        if stack is None:
+            stack = _local.stack = []
+        stack.append(self.stream_id)
+        return self.stream_id
+
+    def __exit__(self, *exc):
+        _local.stack.pop()
+        return False

@@ -1,0 +1,108 @@
+"""Helpers for tests of code that uses numba_cube.
+
+``launched()`` is the issuing thread's log of kernel ids it launched (gate 3 of runtime.md 1.1):
+cheap, always on, and per thread so parallel tests do not see each other's launches.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+
+__all__ = ["launched", "clear_launched"]
+
+_local = threading.local()
+_LOG_LENGTH = 1024  # bounded: a long-running program must not grow a log nobody reads
+
+
+def _log() -> collections.deque:
+    log = getattr(_local, "log", None)
+    if log is None:
+        log = _local.log = collections.deque(maxlen=_LOG_LENGTH)
+    return log
+
+
+def note_launch(kernel_id: str) -> None:
+    _log().append(kernel_id)
+
+
+def launched() -> list[str]:
+    """The kernel ids this thread launched (most recent last, the last 1024)."""
+    return list(_log())
+
+
+def clear_launched() -> None:
+    _log().clear()
+
+
+class PythonBackend:
+    """A fake host backend for tests of runtime policy: a "kernel" is a plain Python function of
+    its arguments (NumPy views), called once per launch; no compile, no translation.
+
+    It exercises the real runtime (gates, ledger, hazards, stream workers, memory) with launches
+    that cost microseconds, and lets a test inject a failure by raising from the function.
+    ``count`` and ``dim`` are ignored. Register it with ``register_python_backend()``.
+    """
+
+    name = "pytest"
+
+    def __init__(self):
+        from .runtime.memory import ALIGNMENT
+
+        self._alignment = ALIGNMENT
+        self.compiled: list[str] = []
+
+    def allocate(self, nbytes):
+        import numpy as np
+
+        raw = np.empty(nbytes + self._alignment, dtype=np.uint8)
+        shift = (-raw.ctypes.data) % self._alignment
+        return raw[shift:shift + nbytes]
+
+    def release(self, memory):
+        pass
+
+    def array(self, memory, offset, shape, dtype):
+        nbytes = dtype.itemsize
+        for s in shape:
+            nbytes *= s
+        return memory[offset:offset + nbytes].view(dtype).reshape(shape)
+
+    def arg_type(self, value):
+        import numpy as np
+
+        if isinstance(value, np.ndarray):
+            return ("array", value.dtype.str, value.ndim)
+        return ("scalar", type(value).__name__)
+
+    def cache_extras(self, count, dim):
+        return ()
+
+    def compile(self, kernel, arg_types, extras, options):
+        from .errors import CompileError
+
+        if getattr(kernel.py_func, "refuse_compile", False):
+            raise CompileError(f"kernel {kernel.name} refused by the test backend")
+        self.compiled.append(kernel.id)
+        fn = kernel.py_func
+
+        def run(count, dim, args):
+            fn(*args)
+
+        return run
+
+
+def register_python_backend(name: str = "pytest", *, inline: bool = False, max_tasks: int = 32,
+                            baseline_rule: bool = False) -> None:
+    """Register ``PythonBackend`` as backend ``name`` (devices ``name:0``, ``name:1``, ...)."""
+    from .runtime.channel import InlineChannel, ThreadChannel
+    from .runtime.registry import register_backend
+    from .runtime.server import HostServer
+
+    def factory(index):
+        device = f"{name}:{index}"
+        channel = InlineChannel(device) if inline else ThreadChannel(device)
+        return HostServer(device, PythonBackend(), channel, max_tasks=max_tasks,
+                          baseline_rule=baseline_rule)
+
+    register_backend(name, factory, source="numba_cube.testing")
