@@ -26,12 +26,13 @@ import numpy as np
 from .. import testing
 from ..errors import ForeignHandleError, LaunchArgumentError
 from ..kernel.kernel import Kernel, kernel as make_kernel
-from . import observers
+from . import observers, profiling
 from .geometry import CubeCount, CubeDim
 from .handle import Allocation, Binding, Handle
 from .modes import launch_mode
 from .server import LaunchRequest
 from .streams import StreamId
+from ..errors import CaptureError
 
 __all__ = ["Client"]
 
@@ -85,7 +86,7 @@ class Client:
         shape = (shape,) if isinstance(shape, numbers.Integral) else tuple(int(s) for s in shape)
         dtype = np.dtype(dtype)
         nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        memory_id = self.server.channel.call(self.server.op_alloc, nbytes)
+        memory_id = self.server.channel.call(self.server.op_alloc, nbytes, self.stream_id)
         return Handle(Allocation(self.server, memory_id, nbytes), 0, shape, dtype)
 
     def create(self, data) -> Handle:
@@ -103,6 +104,7 @@ class Client:
         handle repairs a failed buffer.
         """
         b = self._own(handle)
+        self._refuse_in_capture("a host write into a handle")
         staged = np.array(data, dtype=handle.dtype, copy=True, order="C")
         if staged.size != handle.size:
             raise ValueError(f"write of {staged.size} elements into a handle of {handle.size}")
@@ -115,6 +117,7 @@ class Client:
         Raises ``LaunchFailure`` (with the root cause) if the buffer was not written.
         """
         b = self._own(handle)
+        self._refuse_in_capture("a read")
         for task in self.server.channel.call(self.server.op_wait_read, (b,)):
             task.wait()
         failure = self.server.failure_of(b)
@@ -124,6 +127,7 @@ class Client:
 
     def read_many(self, handles) -> list[np.ndarray]:
         bindings = tuple(self._own(h) for h in handles)
+        self._refuse_in_capture("a read")
         for task in self.server.channel.call(self.server.op_wait_read, bindings):
             task.wait()
         out = []
@@ -144,6 +148,7 @@ class Client:
     def sync_buffers(self, *handles: Handle) -> list:
         """Wait for all work on ``handles``; then, per handle, ``None`` or its ``LaunchFailure``."""
         bindings = tuple(self._own(h) for h in handles)
+        self._refuse_in_capture("sync_buffers")
         for task in self.server.channel.call(self.server.op_wait_all_users, bindings):
             task.wait()
         answers = []
@@ -155,6 +160,7 @@ class Client:
     def sync(self) -> None:
         """Wait for all work on the device. Raises ``DeviceFault`` only (launch failures live on
         buffers, and no buffer could carry a broken device)."""
+        self._refuse_in_capture("sync")
         fault = self.server.device_fault()
         if fault is None:
             for task in self.server.channel.call(self.server.op_sync):
@@ -178,10 +184,22 @@ class Client:
         testing.note_launch(kernel.id)                      # gate 3
         mode = launch_mode()                                # gate 4
         stream = self.stream_id
+        self.server.exclusive.wait_if_held()
         if observers.active():                              # gate 5
             observers.notify_launch(self, kernel, count, dim, args, stream, mode)
         req = LaunchRequest(kernel, count, dim, bound, count_binding, stream, mode, self._options_key)
-        self.server.channel.submit(self.server.op_launch, req)   # gate 6
+        prof = profiling.active_profile(stream) if profiling.ACTIVE[0] else None
+        if prof is None:
+            self.server.channel.submit(self.server.op_launch, req)   # gate 6
+            return
+        # Profiled: submit blocking and carry the timing back. If the server records the launch
+        # into a capture instead (the profile was refused there), no task comes back: the launch
+        # was given back to the normal path, not lost.
+        task = self.server.channel.call(self.server.op_launch, req, True)
+        if task is not None:
+            task.wait()
+            if task.duration is not None:
+                prof.durations.append(profiling.KernelTiming(kernel.id, task.duration))
 
     def _own(self, handle: Any) -> Binding:
         if not isinstance(handle, Handle):
@@ -220,3 +238,51 @@ class Client:
                     f"argument {name!r} of kernel {kernel.name} has unsupported type "
                     f"{type(a).__name__}: pass a Handle, a NumPy scalar or a Python number")
         return tuple(bound)
+
+    # -- capture, profiling, exclusive use ------------------------------------------------------------
+    def _refuse_in_capture(self, what: str) -> None:
+        # A cheap look first (a dict lookup): the hot paths pay nothing when no capture is open.
+        if self.server.captures:
+            err = self.server.channel.call(self.server.op_refuse, self.stream_id, what)
+            if err is not None:
+                raise err
+
+    def graph_prepare(self) -> None:
+        """Call before the warm-up run: the capture window may only reuse what it leaves."""
+        self.server.channel.call(self.server.op_graph_prepare)
+
+    def start_capture(self) -> None:
+        """Open a capture window on this client's stream. Refused (``CaptureError``) if one is
+        already open there or ``graph_prepare`` was not called; an open capture stays as it was."""
+        self.server.channel.call(self.server.op_start_capture, self.stream_id)
+
+    def stop_capture(self):
+        """Close the window and return the ``Graph``; ``CaptureError`` names the first refused
+        operation if anything inside the window was refused."""
+        return self.server.channel.call(self.server.op_stop_capture, self.stream_id)
+
+    def profile(self, fn):
+        """Run ``fn()``; return ``(result, durations)``, one ``KernelTiming`` per launch it issued
+        on this stream. Inside a capture window the profile is refused: the capture is doomed and
+        the launches still go the normal way (recorded), with no durations."""
+        stream = self.stream_id
+        if self.server.captures:
+            err = self.server.channel.call(self.server.op_refuse, stream, "profiling")
+            if err is not None:
+                return fn(), []
+        prof = profiling.open_profile(stream)
+        try:
+            result = fn()
+        finally:
+            profiling.close_profile(prof)
+        return result, list(prof.durations)
+
+    def exclusive(self, fn):
+        """Run ``fn()`` with the device to itself: other work is drained first, and launches from
+        other threads wait at the gate until ``fn`` returns (autotune measures this way)."""
+        with self.server.exclusive:
+            self.sync()
+            try:
+                return fn()
+            finally:
+                self.sync()

@@ -21,23 +21,27 @@ from __future__ import annotations
 import collections
 import itertools
 import logging
+import threading
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ..errors import CompileError, DeviceFault
+from .. import config
+from ..errors import CaptureError, CompileError, DeviceFault
 from ..kernel.kernel import resolve_access
+from .capture import CaptureState, Graph, Recorded, run_recorded
 from .handle import Binding
 from .hazards import HazardTracker
 from .host_streams import HostStreams, Task
-from .ledger import ExecuteScope, Failure, Ledger, failed_writing
+from .ledger import Failure, Ledger, failed_writing
 from .memory import ALIGNMENT, MemoryPool
 from .modes import LaunchMode
 
 __all__ = ["HostServer", "LaunchRequest", "CacheEntry"]
 
 log = logging.getLogger("numba_cube")
+profile_log = logging.getLogger("numba_cube.profile")
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,35 @@ def alignment_of(bindings) -> int:
     return align
 
 
+class ExclusiveGate:
+    """Exclusive use of a device by one thread (``client.exclusive``): other threads' launches
+    wait at the gate while it is held. The hot path reads one attribute when nobody holds it."""
+
+    def __init__(self):
+        self._lock = threading.RLock()
+        self._depth = 0
+        self.owner: int | None = None
+
+    def __enter__(self):
+        self._lock.acquire()
+        self._depth += 1
+        self.owner = threading.get_ident()
+        return self
+
+    def __exit__(self, *exc):
+        self._depth -= 1
+        if self._depth == 0:
+            self.owner = None
+        self._lock.release()
+        return False
+
+    def wait_if_held(self) -> None:
+        owner = self.owner
+        if owner is not None and owner != threading.get_ident():
+            with self._lock:
+                pass
+
+
 class HostServer:
     """Policy core of a backend whose kernels run on host worker threads."""
 
@@ -91,6 +124,9 @@ class HostServer:
         self._ids = itertools.count(1)
         self._to_free: collections.deque = collections.deque()
         self._late_forget: list = []
+        self.captures: dict = {}       # stream -> CaptureState
+        self.exclusive = ExclusiveGate()
+        self.prepared = False
 
     # -- faults -----------------------------------------------------------------------------------
     def _on_fault(self, exc: BaseException) -> None:
@@ -107,9 +143,23 @@ class HostServer:
         return err
 
     # -- memory ---------------------------------------------------------------------------------------
-    def op_alloc(self, nbytes: int) -> int:
+    def op_alloc(self, nbytes: int, stream=None) -> int:
         self._drain_frees()
-        cap, mem = self.pool.allocate(nbytes)
+        capture = self.captures.get(stream)
+        if capture is not None:
+            # Nothing may be allocated inside a window: only what the warm-up left in the pool.
+            self.pool.frozen = True
+            try:
+                cap, mem = self.pool.allocate(nbytes)
+            except MemoryError:
+                capture.refuse(f"allocation of {nbytes} bytes (the pool holds no free block that fits; "
+                               f"run the warm-up after graph_prepare())")
+                self.pool.frozen = False
+                cap, mem = self.pool.allocate(nbytes)
+            finally:
+                self.pool.frozen = False
+        else:
+            cap, mem = self.pool.allocate(nbytes)
         memory_id = next(self._ids)
         self.memory[memory_id] = (cap, mem)
         return memory_id
@@ -155,24 +205,53 @@ class HostServer:
         return self.backend.array(mem, b.offset, b.shape, b.dtype)
 
     # -- launch -------------------------------------------------------------------------------------------
-    def op_launch(self, req: LaunchRequest) -> None:
+    def op_launch(self, req: LaunchRequest, blocking: bool = False) -> Task | None:
+        """Steps 1-4 of runtime.md 1.2. With ``blocking`` (a profiled launch) the task is flushed
+        and returned so the caller can wait for it and read its duration."""
         self._drain_frees()
         arrays = [self.host_array(a) if isinstance(a, Binding) else a for a in req.args]
         entry = self._compiled(req, arrays)
         if req.mode is LaunchMode.SKIP:
             self.stats["skipped"] += 1
-            return
+            return None
         reads, writes = self._regions(req, entry.access)
         kid = req.kernel.id
+        capture = self.captures.get(req.stream)
         if entry.error is not None:
+            if capture is not None:
+                capture.refuse(f"launch of {kid} (its kernel does not compile: {entry.error})")
+                return None
             task = Task(lambda: failed_writing(self.ledger, kid, writes, entry.error), req.stream, kid)
             task.failure_hint = Failure(entry.error, kid, (kid,))
         else:
             count_view = self.host_array(req.count_binding) if req.count_binding is not None else None
-            task = Task(lambda: self._execute(entry, req, arrays, count_view, reads, writes), req.stream, kid)
+            rec = Recorded(kid, entry.artifact, req.count.as_tuple(), req.dim.as_tuple(), arrays,
+                           count_view, reads, writes)
+            if capture is not None:
+                if self.ledger.first_failure(reads) is not None:
+                    capture.refuse(f"launch of {kid} (skipped: an input carries a failure)")
+                else:
+                    capture.recorded.append(rec)
+                return None
+            task = Task(None, req.stream, kid)
+            task.run = self._timed(rec, task)
         deps = self.hazards.register(task, {r[0] for r in reads}, {w[0] for w in writes})
         self.streams.enqueue(task, deps)
         self.stats["launched"] += 1
+        if blocking:
+            self.streams.flush(req.stream)
+            return task
+        return None
+
+    def _timed(self, rec: Recorded, task: Task):
+        ledger = self.ledger
+
+        def run():
+            task.duration = run_recorded(ledger, rec)
+            if task.duration is not None and config.get_bool("NUMBA_CUBE_PROFILE_LOG"):
+                profile_log.info("%s on %s: %.3f ms", rec.kernel_id, self.device, task.duration * 1e3)
+
+        return run
 
     def _compiled(self, req: LaunchRequest, arrays: list) -> CacheEntry:
         bindings = [a for a in req.args if isinstance(a, Binding)]
@@ -213,25 +292,6 @@ class HostServer:
         if req.count_binding is not None:
             reads.append(req.count_binding.region)
         return tuple(reads), tuple(writes)
-
-    def _execute(self, entry: CacheEntry, req: LaunchRequest, arrays, count_view, reads, writes) -> None:
-        """Runs on the stream's worker, after every dependency is done."""
-        kid = req.kernel.id
-        count = req.count.as_tuple()
-        if count_view is not None and self.ledger.first_failure(reads) is None:
-            try:
-                count = tuple(int(v) for v in count_view.view(np.uint32)[:3])
-            except Exception as exc:  # noqa: BLE001 - runtime.md 5: unresolvable -> failed_writing
-                failed_writing(self.ledger, kid, writes, exc)
-                return
-            if 0 in count:
-                return  # a count of zero dispatches nothing and claims nothing new
-        with ExecuteScope(self.ledger, kid, reads, writes) as scope:
-            if scope.entered:
-                try:
-                    entry.artifact(count, req.dim.as_tuple(), arrays)
-                except Exception as exc:  # noqa: BLE001 - the kernel's own failure
-                    scope.fail(exc)
 
     # -- host copies, waiting ------------------------------------------------------------------------
     def op_write(self, b: Binding, staged: np.ndarray, stream) -> None:
@@ -276,3 +336,37 @@ class HostServer:
 
     def failure_of(self, b: Binding) -> Failure | None:
         return self.ledger.failure_of(b.region)
+
+    # -- capture ------------------------------------------------------------------------------------------
+    def op_graph_prepare(self) -> None:
+        """Keep what the warm-up frees in the pool: the window may only reuse it."""
+        self.pool.max_idle_bytes = max(self.pool.max_idle_bytes, 1 << 62)
+        self.prepared = True
+
+    def op_start_capture(self, stream) -> None:
+        if stream in self.captures:
+            raise CaptureError(f"a capture is already open on {stream}; stop it first")
+        if not self.prepared:
+            raise CaptureError("start_capture() needs graph_prepare() first, before the warm-up run")
+        self.captures[stream] = CaptureState(stream)
+
+    def op_stop_capture(self, stream) -> Graph:
+        capture = self.captures.pop(stream, None)
+        if capture is None:
+            raise CaptureError(f"no capture is open on {stream}")
+        if capture.doomed is not None:
+            raise CaptureError(f"the capture failed: {capture.doomed} was refused inside the window")
+        memory_ids = frozenset(r[0] for rec in capture.recorded for r in rec.reads + rec.writes)
+        return Graph(self, stream, capture.recorded, memory_ids)
+
+    def op_refuse(self, stream, what: str) -> CaptureError | None:
+        """If ``stream`` is capturing, doom the capture and return the error to raise."""
+        capture = self.captures.get(stream)
+        return None if capture is None else capture.refuse(what)
+
+    def op_replay(self, graph: Graph) -> None:
+        self._drain_frees()
+        task, reads, writes = graph._task(self)
+        deps = self.hazards.register(task, reads, writes)
+        self.streams.enqueue(task, deps)
+        self.stats["replays"] += 1

@@ -1,0 +1,127 @@
+"""Graph capture and replay (runtime.md section 6).
+
+``graph_prepare()`` -> warm-up run -> ``start_capture()`` -> launches -> ``stop_capture()`` ->
+``graph.replay()``, as often as wanted.
+
+A capture belongs to one stream (the client's stream when it starts). Launches issued on that
+stream inside the window are *recorded*, not run. Inside the window these are refused on that
+stream: reading a buffer, ``sync``, profiling, host writes into a handle (a recorded graph cannot
+carry a host copy: fresh inputs are written between replays), and any allocation the pool cannot
+serve from what the warm-up left. The refused operation raises ``CaptureError`` on the spot (it
+did not happen, and returning garbage from a read would be worse) *and* dooms the recording, so
+``stop_capture`` raises ``CaptureError`` naming the first refused operation instead of returning a
+graph that silently skips it. A launch recorded with an input already known to be failed, or whose
+kernel does not compile, dooms it too (the graph would miss that launch).
+
+A ``start_capture`` refused on the spot (a capture already open on that stream, no
+``graph_prepare``) leaves the existing capture as it was.
+
+On this (host) backend a ``Graph`` is a software graph: the resolved dispatches (compiled
+entry point, arrays, geometry) are re-run by one stream task per replay, without the launch path's
+per-launch work (no channel hop, no cache lookup, no dependency registration per launch). Each
+dispatch still runs inside an execute scope, so a failure during a replay is recorded on buffers
+like any other.
+
+What ``replay`` checks: every buffer the recording used is still allocated (else
+``CaptureError``); the replay is ordered against other streams' work on those buffers like a
+launch. What it cannot check: that a buffer freed and re-created reads as the *same* data — the
+recording holds the old memory, so the user must keep the handles alive for the graph's life.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import CaptureError
+from .host_streams import Task
+from .ledger import ExecuteScope, failed_writing
+
+__all__ = ["CaptureState", "Recorded", "Graph"]
+
+
+@dataclass
+class Recorded:
+    """One resolved dispatch of a recording."""
+
+    kernel_id: str
+    artifact: Any
+    count: tuple
+    dim: tuple
+    arrays: list
+    count_view: Any
+    reads: tuple
+    writes: tuple
+
+
+@dataclass
+class CaptureState:
+    stream: Any
+    recorded: list = field(default_factory=list)
+    doomed: str | None = None  # the first refused operation
+
+    def refuse(self, what: str) -> CaptureError:
+        if self.doomed is None:
+            self.doomed = what
+        return CaptureError(f"{what} is not allowed inside a capture window")
+
+
+def run_recorded(ledger, rec: Recorded) -> float | None:
+    """Run one resolved dispatch inside an execute scope: the body of every launch task and of
+    every replayed graph node. Returns the seconds the dispatch ran, or None if it did not run."""
+    count = rec.count
+    if rec.count_view is not None and ledger.first_failure(rec.reads) is None:
+        try:
+            count = tuple(int(v) for v in rec.count_view.view(np.uint32)[:3])
+        except Exception as exc:  # noqa: BLE001 - an unresolvable count
+            failed_writing(ledger, rec.kernel_id, rec.writes, exc)
+            return None
+        if 0 in count:
+            return None  # a count of zero dispatches nothing and claims nothing new
+    with ExecuteScope(ledger, rec.kernel_id, rec.reads, rec.writes) as scope:
+        if scope.entered:
+            start = time.perf_counter()
+            try:
+                rec.artifact(count, rec.dim, rec.arrays)
+            except Exception as exc:  # noqa: BLE001 - the kernel's own failure
+                scope.fail(exc)
+            return time.perf_counter() - start
+    return None
+
+
+class Graph:
+    """A sealed recording; ``replay()`` re-runs it on the stream it was captured on."""
+
+    def __init__(self, server, stream, recorded: list[Recorded], memory_ids: frozenset):
+        self._server = server
+        self.stream = stream
+        self._recorded = tuple(recorded)
+        self._memory_ids = memory_ids
+        self.replays = 0
+
+    def __len__(self) -> int:
+        return len(self._recorded)
+
+    def replay(self) -> None:
+        """Queue one run of every recorded dispatch, in order, as one task (asynchronous)."""
+        self._server.channel.call(self._server.op_replay, self)
+        self.replays += 1
+
+    # called on the server thread
+    def _task(self, server) -> tuple[Task, set, set]:
+        missing = [m for m in self._memory_ids if m not in server.memory]
+        if missing:
+            raise CaptureError(f"graph replay: {len(missing)} buffer(s) used by the recording were freed")
+        ledger = server.ledger
+        recorded = self._recorded
+
+        def run():
+            for rec in recorded:
+                run_recorded(ledger, rec)
+
+        reads = {r[0] for rec in recorded for r in rec.reads}
+        writes = {w[0] for rec in recorded for w in rec.writes}
+        return Task(run, self.stream, "graph-replay"), reads, writes
