@@ -24,6 +24,7 @@ Every public name is re-exported here explicitly; ``__all__`` is the contract (a
 
 from __future__ import annotations
 
+from .autotune import Tuner, TuneResult, autotune, pow2_bucket
 from .backends.base import BACKEND_API_VERSION
 from .errors import (BackendNotFound, CaptureError, CompileError, CubeError, DeviceFault,
                      ForeignHandleError, LaunchArgumentError, LaunchFailure)
@@ -45,8 +46,9 @@ __all__ = [
     "kernel", "Kernel", "CubeDim", "CubeCount",
     # clients, handles, streams
     "client", "use", "backends", "Client", "Handle", "StreamId", "stream",
-    # launch modes
-    "LaunchMode", "launch_mode", "dry_run", "real_run",
+    # launch modes and autotune
+    "LaunchMode", "launch_mode", "dry_run", "real_run", "Tuner", "TuneResult", "autotune",
+    "pow2_bucket",
     # observers and plugins
     "LaunchEvent", "add_observer", "remove_observer", "hookimpl", "BACKEND_API_VERSION",
     # errors

@@ -19,9 +19,12 @@ changes. A bad value warns once and falls back to the default instead of breakin
 from __future__ import annotations
 
 import os
+import stat
+import tempfile
 import warnings
+from pathlib import Path
 
-__all__ = ["get_bool", "get_int", "get_str", "VARIABLES", "snapshot"]
+__all__ = ["get_bool", "get_int", "get_str", "VARIABLES", "snapshot", "cache_root"]
 
 VARIABLES = (
     "NUMBA_CUBE_DEVICE", "NUMBA_CUBE_CACHE_DIR", "NUMBA_CUBE_BOUNDSCHECK", "NUMBA_CUBE_MAX_TASKS",
@@ -79,3 +82,34 @@ def get_int(name: str, default: int, minimum: int | None = None) -> int:
 def snapshot() -> dict:
     """The ``NUMBA_CUBE_*`` variables that are set (for ``python -m numba_cube info``)."""
     return {k: os.environ[k] for k in VARIABLES if k in os.environ}
+
+
+def cache_root() -> Path:
+    """The user's private numba_cube cache directory (created 0o700 if missing).
+
+    ``NUMBA_CUBE_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/numba_cube`` (``~/.cache/numba_cube``).
+    Generated code is code that will run, so a directory that another user owns or can write to
+    is refused: a private temporary directory is used instead, with a warning.
+    """
+    raw = get_str("NUMBA_CUBE_CACHE_DIR")
+    if raw:
+        root = Path(raw).expanduser()
+    else:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        root = Path(base) / "numba_cube"
+    try:
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = root.stat()
+        if st.st_uid != os.getuid() or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            raise PermissionError(f"{root} is not private to this user")
+    except OSError as exc:
+        global _fallback_root
+        if _fallback_root is None:
+            _fallback_root = Path(tempfile.mkdtemp(prefix="numba_cube-"))
+            warnings.warn(f"numba_cube cache directory unusable ({exc}); using {_fallback_root}",
+                          RuntimeWarning, stacklevel=2)
+        return _fallback_root
+    return root
+
+
+_fallback_root: Path | None = None

@@ -69,13 +69,26 @@ class CaptureState:
         return CaptureError(f"{what} is not allowed inside a capture window")
 
 
+#: The largest grid a dynamic count may ask for: CUDA's limits, so a count that one backend
+#: refuses is refused by all of them, the same way.
+MAX_COUNT = (2**31 - 1, 65535, 65535)
+
+
+def resolve_count(view) -> tuple:
+    """Three uint32 (x, y, z) from a count buffer's bytes; ``ValueError`` past ``MAX_COUNT``."""
+    count = tuple(int(v) for v in view.reshape(-1).view(np.uint32)[:3])
+    if any(c > m for c, m in zip(count, MAX_COUNT)):
+        raise ValueError(f"dynamic cube count {count} exceeds the largest grid {MAX_COUNT}")
+    return count
+
+
 def run_recorded(ledger, rec: Recorded) -> float | None:
     """Run one resolved dispatch inside an execute scope: the body of every launch task and of
     every replayed graph node. Returns the seconds the dispatch ran, or None if it did not run."""
     count = rec.count
     if rec.count_view is not None and ledger.first_failure(rec.reads) is None:
         try:
-            count = tuple(int(v) for v in rec.count_view.view(np.uint32)[:3])
+            count = resolve_count(rec.count_view)
         except Exception as exc:  # noqa: BLE001 - an unresolvable count
             failed_writing(ledger, rec.kernel_id, rec.writes, exc)
             return None

@@ -1,0 +1,230 @@
+"""Autotune: pick the fastest of several candidate implementations, once per key (runtime.md 7).
+
+A ``Tuner`` holds a table of candidates for one operation and a key function of the inputs (sizes
+rounded to powers of two with ``pow2_bucket``, so nearby shapes share a result)::
+
+    @cube.autotune(key=lambda x, out: cube.pow2_bucket(x.size),
+                   candidates=[{"tpb": 64}, {"tpb": 128}, {"tpb": 256}])
+    def block_sum(client, x, out, *, tpb):
+        client.launch(sum_kernels[tpb], cubes(x.size, tpb), tpb, x, out)
+
+    block_sum(client, x, out)        # tunes on first use of the key, then runs the winner
+
+First use of a key:
+
+1. **compile** every candidate under a dry run (nothing runs, every kernel is compiled and cached;
+   a compile failure is remembered and disqualifies the candidate later);
+2. **measure** each candidate inside ``real_run`` (so it runs even if another thread, or this one,
+   holds a dry run) and ``client.exclusive`` (nobody else's work in the timings): warm-ups, then
+   several samples, the median kept. Candidates run on *copies* of the handle arguments, so
+   in-place candidates do not corrupt the caller's data by running many times;
+3. a candidate whose launches fail (its outputs carry a ``LaunchFailure``) is disqualified, not
+   fatal; the fastest remaining one wins.
+
+The winner is then run on the real arguments in the caller's launch mode (under a dry run it only
+compiles). Results are kept in memory and on disk (``<cache dir>/autotune.json``), keyed by
+device, tuner name, candidate set and key, so a new process does not tune again;
+``NUMBA_CUBE_AUTOTUNE_CACHE=0`` turns the disk cache off. Long tuning shows progress on a
+terminal (never in logs or CI).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from . import config
+from .errors import LaunchFailure
+from .runtime.handle import Handle
+from .runtime.modes import dry_run, real_run
+
+__all__ = ["Tuner", "autotune", "pow2_bucket", "TuneResult"]
+
+
+def pow2_bucket(n: int) -> int:
+    """The smallest power of two >= n (1 for n <= 1): a key that lets nearby sizes share a result."""
+    n = int(n)
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+@dataclass
+class TuneResult:
+    best: str
+    timings: dict = field(default_factory=dict)        # candidate -> median seconds
+    disqualified: dict = field(default_factory=dict)   # candidate -> reason
+    from_cache: bool = False
+
+
+def _fingerprint(obj: Any) -> str:
+    fn = getattr(obj, "func", obj)  # functools.partial
+    try:
+        src = inspect.getsource(fn)
+    except (OSError, TypeError):
+        src = getattr(fn, "__qualname__", repr(fn))
+    extra = repr(sorted(getattr(obj, "keywords", {}).items())) if hasattr(obj, "keywords") else ""
+    return hashlib.sha256((src + extra).encode()).hexdigest()[:16]
+
+
+class _DiskCache:
+    """A JSON file of results; written atomically (temp file + replace), merged on write."""
+
+    _lock = threading.Lock()
+
+    def __init__(self):
+        self.path = config.cache_root() / "autotune.json"
+
+    def load(self) -> dict:
+        try:
+            return json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def store(self, key: str, value: dict) -> None:
+        with self._lock:
+            data = self.load()
+            data[key] = value
+            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".autotune-")
+            with os.fdopen(fd, "w") as f:
+                json.dump(data, f, indent=1, sort_keys=True)
+            os.replace(tmp, self.path)
+
+
+class Tuner:
+    """Candidates for one operation, a key function, and the results per key."""
+
+    def __init__(self, name: str, candidates, key: Callable[..., Any], *, warmup: int = 1,
+                 samples: int = 5):
+        self.name = name
+        if isinstance(candidates, dict):
+            self.candidates = dict(candidates)
+        else:
+            self.candidates = {getattr(c, "__name__", f"candidate{i}"): c for i, c in enumerate(candidates)}
+        if not self.candidates:
+            raise ValueError("a Tuner needs at least one candidate")
+        self.key = key
+        self.warmup = warmup
+        self.samples = samples
+        self._results: dict[str, TuneResult] = {}
+        self._lock = threading.Lock()
+        digest = hashlib.sha256()
+        for cname in sorted(self.candidates):
+            digest.update(f"{cname}:{_fingerprint(self.candidates[cname])};".encode())
+        self.candidate_set = digest.hexdigest()[:16]
+
+    def _cache_key(self, client, key) -> str:
+        return f"{client.device}|{os.cpu_count()}|{self.name}|{self.candidate_set}|{key!r}"
+
+    def __call__(self, client, *args, **kwargs):
+        result = self.tune(client, *args, **kwargs)
+        return self.candidates[result.best](client, *args, **kwargs)
+
+    def result(self, client, *args) -> TuneResult | None:
+        return self._results.get(self._cache_key(client, self.key(*args)))
+
+    def tune(self, client, *args, **kwargs) -> TuneResult:
+        ck = self._cache_key(client, self.key(*args))
+        with self._lock:
+            hit = self._results.get(ck)
+            if hit is None and config.get_bool("NUMBA_CUBE_AUTOTUNE_CACHE", True):
+                stored = _DiskCache().load().get(ck)
+                if stored and stored.get("best") in self.candidates:
+                    hit = self._results[ck] = TuneResult(stored["best"], stored.get("timings", {}),
+                                                         stored.get("disqualified", {}), from_cache=True)
+            if hit is not None:
+                return hit
+            result = self._measure(client, args, kwargs)
+            self._results[ck] = result
+            if config.get_bool("NUMBA_CUBE_AUTOTUNE_CACHE", True):
+                _DiskCache().store(ck, {"best": result.best, "timings": result.timings,
+                                        "disqualified": result.disqualified})
+            return result
+
+    def _measure(self, client, args, kwargs) -> TuneResult:
+        names = list(self.candidates)
+        with dry_run():                                   # step 1: compile them all
+            for name in names:
+                try:
+                    self.candidates[name](client, *args, **kwargs)
+                except Exception:  # noqa: BLE001 - judged in step 2
+                    pass
+        progress = _Progress(self.name, len(names))
+        timings, disqualified = {}, {}
+        with real_run():
+            def measure_all():
+                for i, name in enumerate(names):
+                    progress.show(i, name)
+                    try:
+                        timings[name] = self._time_one(client, self.candidates[name], args, kwargs)
+                    except Exception as exc:  # noqa: BLE001 - disqualify, do not fail the tuner
+                        disqualified[name] = f"{type(exc).__name__}: {exc}"
+            client.exclusive(measure_all)
+        progress.done()
+        if not timings:
+            raise RuntimeError(f"tuner {self.name}: every candidate failed: {disqualified}")
+        best = min(timings, key=timings.get)
+        return TuneResult(best, timings, disqualified)
+
+    def _time_one(self, client, candidate, args, kwargs) -> float:
+        scratch = [client.create(client.read(a)) if isinstance(a, Handle) else a for a in args]
+        handles = [a for a in scratch if isinstance(a, Handle)]
+
+        def once() -> float:
+            start = time.perf_counter()
+            candidate(client, *scratch, **kwargs)
+            answers = client.sync_buffers(*handles)
+            elapsed = time.perf_counter() - start
+            failed = next((a for a in answers if isinstance(a, LaunchFailure)), None)
+            if failed is not None:
+                raise failed
+            return elapsed
+
+        for _ in range(self.warmup):
+            once()
+        return statistics.median(once() for _ in range(self.samples))
+
+
+class _Progress:
+    """One status line on a terminal; silent when stderr is not a TTY or under CI."""
+
+    def __init__(self, name: str, total: int):
+        self.name = name
+        self.total = total
+        self.enabled = sys.stderr.isatty() and not os.environ.get("CI")
+
+    def show(self, i: int, candidate: str) -> None:
+        if self.enabled:
+            sys.stderr.write(f"\rtuning {self.name}: candidate {i + 1}/{self.total} ({candidate})   ")
+            sys.stderr.flush()
+
+    def done(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\r" + " " * 72 + "\r")
+            sys.stderr.flush()
+
+
+def autotune(*, key: Callable[..., Any], candidates, name: str | None = None, warmup: int = 1,
+             samples: int = 5):
+    """Decorator form: ``fn(client, *args, **candidate_params)`` with one dict of params per
+    candidate; returns a ``Tuner`` whose call runs the fastest for ``key(*args)``."""
+    import functools
+
+    def wrap(fn):
+        table = {}
+        for params in candidates:
+            label = ",".join(f"{k}={v}" for k, v in sorted(params.items()))
+            table[label] = functools.partial(fn, **params)
+        tuner = Tuner(name or f"{fn.__module__}.{fn.__qualname__}", table, key, warmup=warmup, samples=samples)
+        functools.update_wrapper(tuner, fn)
+        return tuner
+
+    return wrap

@@ -1,0 +1,120 @@
+"""Calls, for the IO walk: what a call does to the arrays passed to it, and its result's alias.
+
+The callee is a bound method of a tracked array (``a.reshape``), a numba.cuda builtin, a device
+function (``cuda.jit(device=True)`` or ``njit``: analysed recursively, its summary mapped back
+onto the caller's arguments), or another object looked up in ``io_rules``. An unknown callee
+claims nothing, so the walker's catch-all reports every array passed to it as unknown.
+"""
+
+from __future__ import annotations
+
+import types as pytypes
+
+from numba.core import ir
+
+from .io_ir import ANY_NDIM, INDEX, UNRESOLVED, CudaPath, Ref
+from .io_rules import METHOD_RULES, Rule, is_cuda_object, rule_for_cuda_path, rule_for_object
+
+__all__ = ["CallsMixin"]
+
+_CO_VARARGS, _CO_VARKEYWORDS = 0x04, 0x08
+
+
+class CallsMixin:
+    """The ``call`` expression handler of ``io_walk._Walker`` (uses its ``ref``, ``use``,
+    ``defs`` and ``summarise``)."""
+
+    def expr_call(self, e: ir.Expr) -> Ref | None:
+        func = self.ref(e.func)
+        if func is not None:
+            if func.kind != "method":
+                return None
+            self.use(e.func, func, "")
+            base = Ref(func.params, "array", func.ndim)
+            return self.apply(METHOD_RULES[func.method], [(None, base)] + self._refs(e.args), e)
+        target = self.defs.resolve(e.func)
+        if isinstance(target, CudaPath):
+            return self.apply(rule_for_cuda_path(target), self._refs(e.args), e)
+        if target is UNRESOLVED:
+            return None
+        if not is_cuda_object(target):
+            py_func = getattr(target, "py_func", None)
+            if isinstance(py_func, pytypes.FunctionType):
+                return self.device_call(py_func, e)
+        rule = rule_for_object(target)
+        return None if rule is None else self.apply(rule, self._refs(e.args), e)
+
+    def _refs(self, vars_) -> list:
+        return [(var, self.ref(var)) for var in vars_]
+
+    def apply(self, rule: Rule, positional: list, e: ir.Expr) -> Ref | None:
+        for pos, (var, ref) in enumerate(positional):
+            if ref is not None:
+                self.use(var, ref, rule.effect(pos))
+        for name, var in e.kws:
+            ref = self.ref(var)
+            if ref is not None:
+                self.use(var, ref, "w" if name == "out" else rule.default)
+        first = positional[0][1] if positional else None
+        if rule.view is None or first is None or first.kind != "array":
+            return None
+        if rule.view == "same":
+            ndim = first.ndim
+        elif rule.view == "one":
+            ndim = 1
+        elif rule.view == "reshape":
+            ndim = self.reshape_ndim([var for var, _ in positional[1:]], e)
+        else:
+            ndim = None
+        return Ref(first.params, "array", ndim)
+
+    def reshape_ndim(self, shape_args: list, e: ir.Expr) -> int | None:
+        kws = dict(e.kws)
+        if not shape_args and ("shape" in kws or "newshape" in kws):
+            shape_args = [kws.get("shape", kws.get("newshape"))]
+        if len(shape_args) != 1:
+            return len(shape_args) or None            # a.reshape(2, 3)
+        shape = self.defs.index_shape(shape_args[0])
+        return None if shape is None or shape[1] else shape[0]
+
+    def device_call(self, py_func: pytypes.FunctionType, e: ir.Expr) -> Ref | None:
+        """Map a device function's summary back onto the caller's arrays."""
+        code = py_func.__code__
+        if code.co_flags & (_CO_VARARGS | _CO_VARKEYWORDS) or code.co_kwonlyargcount:
+            return None
+        names = code.co_varnames[:code.co_argcount]
+        slots: list[ir.Var | None] = [None] * len(names)
+        if len(e.args) > len(names) or e.vararg is not None or e.varkwarg is not None:
+            return None
+        slots[:len(e.args)] = e.args
+        for name, var in e.kws:
+            if name not in names:
+                return None
+            slots[names.index(name)] = var
+        ndims = []
+        for var in slots:
+            ref = self.ref(var)
+            if ref is not None and ref.kind not in ("array", "elem"):
+                return None                           # a tuple of arrays into a callee: escape
+            if ref is not None and ref.kind == "array":
+                ndims.append(ANY_NDIM if ref.ndim is None else ref.ndim)
+            else:       # tell the callee when a value is an integer: m[i] there is then exact
+                ndims.append(INDEX if var is not None and self.defs.index_shape(var) == (1, 0)
+                             else None)
+        summary = self.summarise(py_func, tuple(ndims))
+        if summary is None:                           # recursion or too deep: all unknown
+            for var in slots:
+                self.use(var, self.ref(var), "?")
+            return None
+        self.handled.add(e.func.name)
+        params: frozenset[int] = frozenset()
+        for k, var in enumerate(slots):
+            ref = self.ref(var)
+            if ref is None:
+                continue
+            effect = summary.effects[k]
+            self.use(var, ref, "?" if effect is None else effect)
+            if k in summary.returns and ref.kind == "array":
+                params |= ref.params
+        return Ref(params, "array", summary.ret_ndim) if params else None
+

@@ -1,0 +1,102 @@
+"""Profiling and launch observers (runtime.md 1.1 gates 5 and 6)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import numpy as np
+import pytest
+from numba import cuda
+
+import numba_cube as cube
+
+
+@cube.kernel
+def inc(x):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] += 1.0
+
+
+@pytest.fixture(scope="module")
+def client():
+    return cube.client("cpu")
+
+
+def test_profile_returns_result_and_one_duration_per_launch(client):
+    """client.profile(fn) returns fn's result and a duration for each launch it issued; the
+    launches were submitted blocking, so their effects are visible when profile returns."""
+    x = client.create(np.zeros(32))
+
+    def work():
+        for _ in range(3):
+            client.launch(inc, 1, 32, x)
+        return "done"
+
+    result, durations = client.profile(work)
+    assert result == "done"
+    assert [d.kernel_id for d in durations] == [inc.id] * 3
+    assert all(d.seconds > 0 for d in durations)
+    np.testing.assert_array_equal(client.server.host_array(x.binding()), np.full(32, 3.0))
+
+
+def test_profile_counts_only_this_threads_stream(client):
+    """A profile is per issuing thread and stream: another thread's launches are not in it."""
+    x = client.create(np.zeros(32))
+    y = client.create(np.zeros(32))
+    started = threading.Event()
+
+    def other():
+        started.wait()
+        for _ in range(5):
+            client.launch(inc, 1, 32, y)
+
+    th = threading.Thread(target=other)
+    th.start()
+
+    def work():
+        started.set()
+        client.launch(inc, 1, 32, x)
+
+    _, durations = client.profile(work)
+    th.join()
+    assert len(durations) == 1
+    np.testing.assert_array_equal(client.read(y), np.full(32, 5.0))
+
+
+def test_profile_log_variable(client, monkeypatch, caplog):
+    """NUMBA_CUBE_PROFILE_LOG=1 logs every dispatch's duration to the numba_cube.profile logger."""
+    monkeypatch.setenv("NUMBA_CUBE_PROFILE_LOG", "1")
+    x = client.create(np.zeros(32))
+    with caplog.at_level(logging.INFO, logger="numba_cube.profile"):
+        client.launch(inc, 1, 32, x)
+        client.sync()
+    assert any(inc.id in r.getMessage() and "ms" in r.getMessage() for r in caplog.records)
+
+
+def test_observers_notified_on_issuing_thread_before_handoff(client):
+    """Launch observers run on the issuing thread, before the hand-off, with the launch's stream
+    and mode; an observer that raises does not stop the launch."""
+    seen = []
+
+    def observer(event):
+        seen.append((event.kernel_id, event.stream, event.mode, threading.current_thread().name))
+
+    def broken(event):
+        raise RuntimeError("observer bug")
+
+    cube.add_observer(observer)
+    cube.add_observer(broken)
+    try:
+        x = client.create(np.zeros(32))
+        with cube.dry_run():
+            client.launch(inc, 1, 32, x)
+        client.launch(inc, 1, 32, x)
+    finally:
+        cube.remove_observer(observer)
+        cube.remove_observer(broken)
+    assert [s[2] for s in seen] == [cube.LaunchMode.SKIP, cube.LaunchMode.EXECUTE]
+    assert all(s[0] == inc.id and s[1] == client.stream_id for s in seen)
+    assert seen[0][3] == threading.current_thread().name
+    np.testing.assert_array_equal(client.read(x), np.ones(32))
