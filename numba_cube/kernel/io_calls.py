@@ -74,6 +74,9 @@ class CallsMixin:
             shape_args = [kws.get("shape", kws.get("newshape"))]
         if len(shape_args) != 1:
             return len(shape_args) or None            # a.reshape(2, 3)
+        defs = self.defs.defs.get(shape_args[0].name, ())
+        if len(defs) == 1 and isinstance(defs[0], ir.Expr) and defs[0].op == "build_tuple":
+            return len(defs[0].items)                 # a.reshape((m, n)), whatever m and n are
         shape = self.defs.index_shape(shape_args[0])
         return None if shape is None or shape[1] else shape[0]
 

@@ -1,0 +1,589 @@
+"""Contracts of the IO analysis (numba_cube.kernel.io_analysis.analyse_io).
+
+Every kernel here is a real numba.cuda kernel (``cuda.jit`` imports and decorates without a
+GPU); the analysis only reads its Python function. Each test's docstring is the contract it pins.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numba
+import numpy as np
+import pytest
+from numba import cuda, float32, typeof
+
+try:
+    from numba.cuda import atomic
+except ImportError:          # the CUDA simulator installs cuda.atomic only inside a kernel
+    atomic = None
+
+from numba_cube.kernel import io_analysis
+from numba_cube.kernel.io_analysis import IO_UNKNOWN, analyse_io
+from numba_cube.kernel.io_typed import confirm_writes
+
+
+def io(kernel, *ndims):
+    return analyse_io(kernel.py_func, ndims)
+
+
+def opaque(x):
+    """Stands for any callee the analysis does not know."""
+
+
+GLOBAL_TABLE = np.zeros(8)
+
+
+# -- device functions --------------------------------------------------------------------------
+
+@cuda.jit(device=True)
+def dev_store(dst, i, v):
+    dst[i] = v
+
+
+@cuda.jit(device=True)
+def dev_load(src, i):
+    return src[i]
+
+
+@cuda.jit(device=True)
+def dev_store_via(dst, i, v):
+    dev_store(dst, i, v)                 # nested: the write happens two calls down
+
+
+@cuda.jit(device=True)
+def dev_tail(a):
+    return a[1:]                         # returns a view of its argument
+
+
+@cuda.jit(device=True)
+def dev_leak(a):
+    opaque(a)
+
+
+@numba.njit
+def njit_fill(a, v):
+    for k in range(a.size):
+        a[k] = v
+
+
+# -- the basic shapes --------------------------------------------------------------------------
+
+@cuda.jit
+def vec_add(a, b, out, n):
+    i = cuda.grid(1)
+    if i < n:
+        out[i] = a[i] + b[i]
+
+
+def test_elementwise():
+    """Element reads of the inputs, a store into the output, scalars "": ("r", "r", "w", "")."""
+    assert io(vec_add, 1, 1, 1, None) == ("r", "r", "w", "")
+
+
+@cuda.jit
+def incr(a, n):
+    i = cuda.grid(1)
+    if i < n:
+        a[i] += 1
+
+
+def test_inplace_update_is_read_and_write():
+    """``a[i] += 1`` is a getitem then a setitem: "rw"."""
+    assert io(incr, 1, None) == ("rw", "")
+
+
+@cuda.jit
+def block_sum(a, out):
+    sm = cuda.shared.array(64, float32)
+    t = cuda.threadIdx.x
+    sm[t] = a[cuda.grid(1)]
+    cuda.syncthreads()
+    s = 32
+    while s > 0:
+        if t < s:
+            sm[t] += sm[t + s]
+        cuda.syncthreads()
+        s //= 2
+    if t == 0:
+        out[cuda.blockIdx.x] = sm[0]
+
+
+def test_tree_reduction_with_shared_memory():
+    """A shared-memory array is not a parameter: its in-place updates touch no parameter, the
+    input is "r", the per-block output "w"."""
+    assert io(block_sum, 1, 1) == ("r", "w")
+
+
+@cuda.jit
+def scalar_copy_then_inplace(m, out):
+    i = cuda.grid(1)
+    t = m[i, 1]
+    t += 1.0
+    out[i] = t
+
+
+def test_inplace_on_an_element_copy_is_not_a_write():
+    """``t = m[i, 1]; t += 1`` updates a scalar copy, not ``m`` (ndim-aware): m stays "r"."""
+    assert io(scalar_copy_then_inplace, 2, 1) == ("r", "w")
+
+
+@cuda.jit
+def scalars_only(x, n):
+    y = x * n
+    y += 1
+
+
+def test_scalar_parameters_are_empty():
+    """Scalar parameters (ndim None) are always ""."""
+    assert io(scalars_only, None, None) == ("", "")
+
+
+@cuda.jit
+def ignores_b(a, b, out):
+    out[0] = a[0]
+
+
+def test_unused_array_parameter_is_empty():
+    """An array parameter never touched is ""."""
+    assert io(ignores_b, 1, 1, 1) == ("r", "", "w")
+
+
+@cuda.jit
+def shape_only(a, out):
+    out[0] = a.size + a.shape[0] + a.ndim + len(a)
+
+
+def test_metadata_is_not_a_read():
+    """``.size``, ``.shape``, ``.ndim`` and ``len()`` look at metadata only: a is ""."""
+    assert io(shape_only, 1, 1) == ("", "w")
+
+
+# -- views and aliases -------------------------------------------------------------------------
+
+@cuda.jit
+def row_view(m, v):
+    i, j = cuda.grid(2)
+    row = m[i]
+    row[j] = v[i]
+
+
+def test_write_through_a_row_view():
+    """``row = m[i]`` of a 2-D m is a view; ``row[j] = ...`` writes m; making the view is not
+    a read: m is "w"."""
+    assert io(row_view, 2, 1) == ("w", "r")
+
+
+@cuda.jit
+def row_then_inplace(m):
+    i = cuda.grid(1)
+    r = m[i]
+    r += 1.0
+
+
+def test_the_same_index_is_a_view_or_an_element_by_ndim():
+    """The answer depends on ndims: ``r = m[i]; r += 1`` updates a row in place for a 2-D m
+    ("rw"), but only a scalar copy of an element for a 1-D m ("r")."""
+    assert io(row_then_inplace, 2) == ("rw",)
+    assert io(row_then_inplace, 1) == ("r",)
+
+
+@cuda.jit
+def slice_write(a, b):
+    i = cuda.grid(1)
+    a[2:][i] = b[i]
+
+
+def test_write_through_a_slice():
+    """``a[2:][i] = ...`` writes a."""
+    assert io(slice_write, 1, 1) == ("w", "r")
+
+
+@cuda.jit
+def reshape_alias(a, b):
+    i = cuda.grid(1)
+    c = a
+    d = c.reshape((a.size,))
+    d[i] = b[i]
+
+
+def test_reshape_alias():
+    """A copy of a parameter and its ``reshape`` alias it: the store through d writes a."""
+    assert io(reshape_alias, 2, 1) == ("w", "r")
+
+
+@cuda.jit
+def transpose_write(m, out):
+    i, j = cuda.grid(2)
+    t = m.T
+    t[j, i] = out[i, j]
+
+
+def test_transpose_is_a_view():
+    """``.T`` is a view of the same ndim: writing it writes m."""
+    assert io(transpose_write, 2, 2) == ("w", "r")
+
+
+@cuda.jit
+def rebind_in_branch(a, b, out, flag):
+    i = cuda.grid(1)
+    if flag:
+        x = a
+    else:
+        x = b[1:]
+    x[i] = out[i]
+
+
+def test_rebinding_through_an_if_joins_both():
+    """A variable bound to different parameters in two branches may be either: both are "w"."""
+    assert io(rebind_in_branch, 1, 1, 1, None) == ("w", "w", "r", "")
+
+
+@cuda.jit
+def rebind_param(a, b):
+    i = cuda.grid(1)
+    if i > 4:
+        a = b
+    a[i] = 1.0
+
+
+def test_rebinding_a_parameter_name():
+    """``a = b`` in a branch: the store may hit either array (flow-insensitive union)."""
+    assert io(rebind_param, 1, 1) == ("w", "w")
+
+
+@cuda.jit
+def rows_loop(m, out):
+    for r in m:
+        r[0] = out[0]
+
+
+def test_iterating_rows_of_a_2d_array():
+    """Iterating a 2-D array yields row views: a store into a row writes m."""
+    assert io(rows_loop, 2, 1) == ("w", "r")
+
+
+@cuda.jit(device=True)
+def dev_set_x(rec, v):
+    rec.x = v
+
+
+@cuda.jit
+def record_fields(recs, recs2, vals, recs3):
+    i = cuda.grid(1)
+    recs[i].x = vals[i]
+    dev_set_x(recs2[i], vals[i])
+    recs3.x[i] = vals[i]
+
+
+def test_record_field_stores_write_the_array():
+    """An element may be a record, a reference into its array: ``recs[i].x = v``, directly or
+    in a device function, writes the array (and taking the element counts as a read). A field
+    of a record array (``recs3.x``, not an ndarray attribute) is a view of it."""
+    assert io(record_fields, 1, 1, 1, 1) == ("rw", "rw", "r", "w")
+
+
+# -- 2-D indexing ------------------------------------------------------------------------------
+
+@cuda.jit
+def matmul(A, B, C):
+    i, j = cuda.grid(2)
+    if i < C.shape[0] and j < C.shape[1]:
+        acc = 0.0
+        for k in range(A.shape[1]):
+            acc += A[i, k] * B[k, j]
+        C[i, j] = acc
+
+
+@cuda.jit
+def grid_tuple_index(m, out):
+    idx = cuda.grid(2)
+    out[idx] = m[idx] * 2.0
+
+
+def test_2d_tuple_indices():
+    """Tuple indices with as many entries as ndim are elements: A, B "r", C "w"; a tuple from
+    ``cuda.grid(2)`` counts as two indices."""
+    assert io(matmul, 2, 2, 2) == ("r", "r", "w")
+    assert io(grid_tuple_index, 2, 2) == ("r", "w")
+
+
+# -- builtins and calls ------------------------------------------------------------------------
+
+@cuda.jit
+def hist(x, h):
+    i = cuda.grid(1)
+    if i < x.size:
+        cuda.atomic.add(h, x[i], 1)
+
+
+@cuda.jit
+def atomic_ops(a, b, c):
+    i = cuda.grid(1)
+    cuda.atomic.max(a, 0, i)
+    cuda.atomic.compare_and_swap(b, 0, 1)
+    c[i] = math.sqrt(float(i)) + cuda.threadIdx.x
+
+
+def test_atomics_read_and_write_their_array():
+    """``cuda.atomic.add(h, x[i], 1)``: h "rw", x "r"; every atomic op is a read-modify-write;
+    math and thread-index builtins touch no array."""
+    assert io(hist, 1, 1) == ("r", "rw")
+    assert io(atomic_ops, 1, 1, 1) == ("rw", "rw", "w")
+
+
+@cuda.jit
+def atomic_forms(h, m, x):
+    i, j = cuda.grid(2)
+    atomic.add(h, x[i], 1)               # imported name rather than cuda.atomic
+    cuda.atomic.add(m[i], j, 1)          # on a row view of a 2-D array
+
+
+def test_atomic_spellings_and_views():
+    """``from numba.cuda import atomic`` and an atomic on a row view are read+write too."""
+    if atomic is None:
+        pytest.skip("no importable numba.cuda.atomic under the CUDA simulator")
+    assert io(atomic_forms, 1, 2, 1) == ("rw", "rw", "r")
+
+
+@cuda.jit
+def via_device_fn(x, y, z):
+    i = cuda.grid(1)
+    dev_store(z, i, dev_load(x, i) * 2.0)
+
+
+def test_device_function_effects_map_back():
+    """A device function storing into its argument writes the caller's parameter (z "w"),
+    one loading from it reads it (x "r"); y untouched."""
+    assert io(via_device_fn, 1, 1, 1) == ("r", "", "w")
+
+
+@cuda.jit
+def via_nested(x, z):
+    i = cuda.grid(1)
+    dev_store_via(z[1:], i, x[i])
+
+
+def test_nested_device_functions():
+    """Effects propagate through nested device calls and through a view passed as argument."""
+    assert io(via_nested, 1, 1) == ("r", "w")
+
+
+@cuda.jit(device=True)
+def dev_row_store(m, i):
+    row = m[i]
+    row[0] = 1.0
+
+
+@cuda.jit
+def via_row_store(m):
+    i = cuda.grid(1)
+    dev_row_store(m, i)
+
+
+def test_device_function_indexing_with_a_passed_integer():
+    """The caller tells the callee that ``i`` is an integer, so ``m[i]`` there is an exact row
+    view of the 2-D m: "w", no spurious read."""
+    assert io(via_row_store, 2) == ("w",)
+
+
+@cuda.jit
+def via_keyword(x, z):
+    i = cuda.grid(1)
+    dev_store(v=x[i], i=i, dst=z)
+
+
+def test_device_function_keyword_arguments():
+    """Keyword arguments are mapped to the callee's parameters by name."""
+    assert io(via_keyword, 1, 1) == ("r", "w")
+
+
+@cuda.jit
+def via_returned_view(a, b):
+    i = cuda.grid(1)
+    t = dev_tail(a)
+    t[i] = b[i]
+
+
+def test_device_function_returning_a_view():
+    """A device function returning a view of its argument: stores into the result write the
+    caller's array."""
+    assert io(via_returned_view, 1, 1) == ("w", "r")
+
+
+@cuda.jit
+def via_njit(a):
+    njit_fill(a, 1.0)
+
+
+def test_njit_callee_is_followed():
+    """Plain ``numba.njit`` callees are analysed like device functions."""
+    assert io(via_njit, 1) == ("w",)
+
+
+@cuda.jit
+def leaks(a, b, out):
+    i = cuda.grid(1)
+    opaque(a)
+    out[i] = b[i]
+
+
+@cuda.jit
+def leaks_in_callee(a, out):
+    dev_leak(a)
+    out[0] = 1
+
+
+def test_unknown_callee_makes_the_array_unknown():
+    """An array handed to a function the analysis does not know is ``IO_UNKNOWN`` (None),
+    also when the unknown call is inside a device function; the other parameters stay exact."""
+    assert io(leaks, 1, 1, 1) == (IO_UNKNOWN, "r", "w")
+    assert io(leaks_in_callee, 1, 1) == (IO_UNKNOWN, "w")
+
+
+@cuda.jit
+def tuple_escape(a, b):
+    pair = (a, b[0])
+    opaque(pair)
+
+
+@cuda.jit
+def unknown_method(a, out):
+    out[0] = a.byteswap()[0]
+
+
+def test_arrays_escaping_through_tuples_or_unknown_methods_are_unknown():
+    """An array stored into a tuple that escapes, or given to an unlisted method, is unknown;
+    an element read out of b before the tuple is built is a plain read."""
+    assert io(tuple_escape, 1, 1) == (IO_UNKNOWN, "r")
+    assert io(unknown_method, 1, 1) == (IO_UNKNOWN, "w")
+
+
+@cuda.jit
+def uses_global(out):
+    i = cuda.grid(1)
+    out[i] = GLOBAL_TABLE[i]
+    opaque(GLOBAL_TABLE)
+
+
+def test_global_arrays_are_not_parameters():
+    """Arrays reached through globals or closures are not parameters and are ignored."""
+    assert io(uses_global, 1) == ("w",)
+
+
+@cuda.jit
+def numpy_calls(a, b, c):
+    np.copyto(c, a)
+    c[0] = np.sum(b) + np.float32(1.0)
+
+
+def test_numpy_calls_with_known_semantics():
+    """``np.copyto(dst, src)`` writes dst and reads src; reductions read."""
+    assert io(numpy_calls, 1, 1, 1) == ("r", "r", "w")
+
+
+@cuda.jit
+def recursive(a, n):
+    if n > 0:
+        recursive(a, n - 1)
+    a[0] = 1
+
+
+def test_recursion_is_cut_to_unknown():
+    """A call cycle is not followed forever: the arrays passed into it are unknown."""
+    assert io(recursive, 1, None) == (IO_UNKNOWN, "")
+
+
+# -- the interface -----------------------------------------------------------------------------
+
+def test_dispatcher_is_accepted_and_bad_ndims_raise():
+    """A dispatcher is unwrapped to its py_func; an ndims of the wrong length is the caller's
+    mistake and raises ValueError; a non-function raises TypeError."""
+    assert analyse_io(vec_add, (1, 1, 1, None)) == ("r", "r", "w", "")
+    with pytest.raises(ValueError):
+        analyse_io(vec_add.py_func, (1, 1, 1))
+    with pytest.raises(TypeError):
+        analyse_io(42, ())
+
+
+def test_memoised():
+    """The second analysis of the same (function, ndims) is a cache hit: identical result, in
+    well under a millisecond."""
+    io_analysis._clear_cache()
+    t0 = time.perf_counter()
+    first = io(matmul, 2, 2, 2)
+    cold = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    second = io(matmul, 2, 2, 2)
+    warm = time.perf_counter() - t0
+    assert second is first
+    assert warm < 1e-3 < cold or warm < cold / 10
+
+
+def test_cold_analysis_is_cheap():
+    """A cold analysis (run_frontend included) of a kernel with device calls stays within
+    budget; the target is < 25 ms, asserted with slack for slow CI machines."""
+    io_analysis._clear_cache()
+    t0 = time.perf_counter()
+    io(via_device_fn, 1, 1, 1)
+    assert time.perf_counter() - t0 < 0.25
+
+
+def class_in_body(a):
+    class Local:                      # LOAD_BUILD_CLASS: run_frontend refuses it
+        pass
+    a[0] = 1
+
+
+def test_unanalysable_function_gives_unknown_not_an_exception(caplog):
+    """When Numba cannot build the IR, every array parameter is IO_UNKNOWN (scalars ""), and
+    the failure is logged at debug level, never raised."""
+    with caplog.at_level("DEBUG", logger="numba_cube"):
+        assert analyse_io(class_in_body, (1,)) == (IO_UNKNOWN,)
+    assert any("IO analysis" in r.message for r in caplog.records)
+
+
+def test_analysis_bug_gives_unknown(monkeypatch):
+    """An exception inside the walk itself (unexpected IR) is contained the same way."""
+    def broken(*args):
+        raise AssertionError("unexpected IR")
+    monkeypatch.setattr(io_analysis, "walk", broken)
+    io_analysis._clear_cache()
+    try:
+        assert io(vec_add, 1, 1, 1, None) == (IO_UNKNOWN, IO_UNKNOWN, IO_UNKNOWN, "")
+    finally:
+        io_analysis._clear_cache()
+
+
+# -- the typed readonly probe ------------------------------------------------------------------
+
+@numba.njit
+def _fill_first(x):
+    x[0] = 1.0
+
+
+def cpu_kernel(a, b, out, n):
+    for i in range(n):
+        out[i] = a[i] + b[i]
+    _fill_first(b.reshape((b.size,))[2:])
+
+
+def test_confirm_writes_types_with_readonly_arguments():
+    """``confirm_writes``: an array argument is written iff typing fails once it is readonly;
+    writes through views and inside njit callees count; non-arrays are None; memoised."""
+    x = np.zeros(8)
+    argtypes = [typeof(v) for v in (x, x, x, 8)]
+    assert confirm_writes(cpu_kernel, argtypes) == (False, True, True, None)
+    t0 = time.perf_counter()
+    assert confirm_writes(cpu_kernel, argtypes) == (False, True, True, None)
+    assert time.perf_counter() - t0 < 1e-2
+
+
+def untypable(a):
+    return a.no_such_attribute
+
+
+def test_confirm_writes_cannot_tell_when_nothing_types():
+    """When the function does not type even with plain arguments, every entry is None."""
+    assert confirm_writes(untypable, [typeof(np.zeros(3))]) == (None,)
