@@ -93,8 +93,7 @@ class Client:
         """A new buffer holding a copy of ``data`` (anything ``numpy.asarray`` takes)."""
         arr = np.ascontiguousarray(data)
         handle = self.empty(arr.shape, arr.dtype)
-        # Fresh memory: no task can refer to it yet, so the issuing thread may fill it directly.
-        self.server.host_array(handle.binding())[...] = arr
+        self.server.initial_write(handle.binding(), arr)
         return handle
 
     def write(self, handle: Handle, data) -> None:
@@ -123,7 +122,7 @@ class Client:
         failure = self.server.failure_of(b)
         if failure is not None:
             raise failure.to_exception()
-        return self.server.host_array(b).copy()
+        return self.server.read_binding(b)
 
     def read_many(self, handles) -> list[np.ndarray]:
         bindings = tuple(self._own(h) for h in handles)
@@ -135,7 +134,7 @@ class Client:
             failure = self.server.failure_of(b)
             if failure is not None:
                 raise failure.to_exception()
-            out.append(self.server.host_array(b).copy())
+            out.append(self.server.read_binding(b))
         return out
 
     def check(self, *handles: Handle) -> None:

@@ -75,6 +75,13 @@ class CubeCount:
     z: int = 1
     handle: Any = None
 
+    def __post_init__(self):
+        # Fix (tests/runtime/test_geometry.py): a CubeCount made directly was not validated, so
+        # CubeCount(-1) or CubeCount(1.5) passed the zero-grid gate and reached the backend.
+        # Validate like coerce (and like CubeDim); a dynamic count's placeholder is (0, 0, 0).
+        if self.handle is None:
+            _three((self.x, self.y, self.z), "CubeCount")
+
     @classmethod
     def coerce(cls, value: Any) -> "CubeCount":
         if isinstance(value, CubeCount):

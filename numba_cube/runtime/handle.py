@@ -53,7 +53,14 @@ class Allocation:
         self.server = server
         # weakref.finalize rather than __del__: it runs exactly once, also at interpreter exit, and
         # does not keep the object alive through reference cycles.
-        self._finalizer = weakref.finalize(self, server.release_memory, memory_id)
+        #
+        # Fix (tests/runtime/test_handle.py): the release goes through the channel, in FIFO order
+        # after every operation submitted before the handle was dropped. Calling
+        # server.release_memory directly queued the id at once, so with a ThreadChannel a launch
+        # submitted just before the drop (``client.launch(k, n, d, client.create(a), out)``) found
+        # its memory already freed by the drain at the start of op_launch (KeyError on the device
+        # thread: a DeviceFault), or not yet registered as a user, so reusable too early.
+        self._finalizer = weakref.finalize(self, server.channel.submit, server.release_memory, memory_id)
 
 
 class Handle:

@@ -201,8 +201,18 @@ class HostServer:
             self._late_forget = still
 
     def host_array(self, b: Binding) -> np.ndarray:
+        """The backend's view of a binding's bytes (a NumPy view on host backends)."""
         cap, mem = self.memory[b.memory_id]
         return self.backend.array(mem, b.offset, b.shape, b.dtype)
+
+    def initial_write(self, b: Binding, data: np.ndarray) -> None:
+        """Fill fresh memory (called on the issuing thread by ``create``): no task can refer to a
+        memory id that was just made, so no ordering is needed."""
+        self.host_array(b)[...] = data
+
+    def read_binding(self, b: Binding) -> np.ndarray:
+        """A host copy of a binding's bytes, once the caller has waited for its writers."""
+        return self.host_array(b).copy()
 
     # -- launch -------------------------------------------------------------------------------------------
     def op_launch(self, req: LaunchRequest, blocking: bool = False) -> Task | None:
