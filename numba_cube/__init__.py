@@ -34,7 +34,8 @@ from .runtime.client import Client
 from .runtime.geometry import CubeCount, CubeDim
 from .runtime.handle import Handle
 from .runtime.modes import LaunchMode, dry_run, launch_mode, real_run
-from .runtime.observers import LaunchEvent, add_observer, remove_observer
+from .runtime.observers import (LaunchEvent, TaskEvent, add_observer, add_task_observer,
+                                remove_observer, remove_task_observer)
 from .runtime.registry import backends, client, use
 from .runtime.streams import StreamId, stream
 
@@ -50,7 +51,8 @@ __all__ = [
     "LaunchMode", "launch_mode", "dry_run", "real_run", "Tuner", "TuneResult", "autotune",
     "pow2_bucket",
     # observers and plugins
-    "LaunchEvent", "add_observer", "remove_observer", "hookimpl", "BACKEND_API_VERSION",
+    "LaunchEvent", "TaskEvent", "add_observer", "remove_observer", "add_task_observer",
+    "remove_task_observer", "hookimpl", "BACKEND_API_VERSION",
     # errors
     "CubeError", "LaunchFailure", "CompileError", "ForeignHandleError", "CaptureError",
     "DeviceFault", "BackendNotFound", "LaunchArgumentError",

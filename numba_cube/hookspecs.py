@@ -54,5 +54,16 @@ def numba_cube_launch(event):
 
 
 @hookspec
+def numba_cube_task_done(event):
+    """A dispatch finished, on the thread that ran it (a stream worker on host backends).
+
+    ``event`` is a ``numba_cube.TaskEvent``: device, task id, kernel id, stream, the ids of the
+    tasks on other streams it waited for (its inferred dependencies), start and end
+    (``time.perf_counter()``; ``None`` when it did not run) and whether its outputs failed. This is
+    what a timeline tracer needs. Keep it fast; an exception is logged and ignored.
+    """
+
+
+@hookspec
 def numba_cube_client_created(client):
     """A client of a device was created (first use of that device and those options)."""

@@ -78,6 +78,8 @@ def get_plugin_manager() -> pluggy.PluginManager:
 
         if pm.hook.numba_cube_launch.get_hookimpls():
             observers.add_observer(lambda event: pm.hook.numba_cube_launch(event=event))
+        if pm.hook.numba_cube_task_done.get_hookimpls():
+            observers.add_task_observer(lambda event: pm.hook.numba_cube_task_done(event=event))
         return pm
 
 

@@ -37,7 +37,7 @@ _IDLE_EXIT_SECONDS = 2.0
 class Task:
     """One unit of stream work: a callable, the stream it runs on, what it waits for."""
 
-    __slots__ = ("run", "stream", "deps", "label", "failure_hint", "duration", "_done", "__weakref__")
+    __slots__ = ("run", "stream", "deps", "label", "failure_hint", "duration", "task_id", "_done", "__weakref__")
     _counter = itertools.count()
 
     def __init__(self, run: Callable[[], None], stream, label: str = ""):
@@ -49,6 +49,7 @@ class Task:
         # without waiting (runtime.md 4.3).
         self.failure_hint = None
         self.duration: float | None = None  # seconds the dispatch ran (None: it did not run)
+        self.task_id = 0
         self._done = threading.Event()
 
     @property

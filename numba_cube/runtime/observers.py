@@ -15,12 +15,14 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
-__all__ = ["LaunchEvent", "add_observer", "remove_observer", "active", "notify_launch"]
+__all__ = ["LaunchEvent", "TaskEvent", "add_observer", "remove_observer", "active", "notify_launch",
+           "add_task_observer", "remove_task_observer", "tasks_observed", "notify_task"]
 
 log = logging.getLogger("numba_cube")
 
 _lock = threading.Lock()
 _observers: tuple = ()  # replaced, never mutated: the hot path reads it without a lock
+_task_observers: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -62,3 +64,46 @@ def notify_launch(client, kernel, count, dim, args, stream, mode) -> None:
             fn(event)
         except Exception:  # noqa: BLE001 - an observer must not change what the program computes
             log.exception("numba_cube: launch observer %r failed", fn)
+
+
+@dataclass(frozen=True)
+class TaskEvent:
+    """What a task observer learns when a dispatch finished (on the thread that ran it).
+
+    ``task_id`` is unique per device; ``deps`` are the ids of the tasks on *other* streams it
+    waited for (the inferred dependencies); ``start``/``end`` are ``time.perf_counter()`` values,
+    ``None`` when the dispatch did not run (skipped for a failed input, zero count).
+    """
+
+    device: str
+    task_id: int
+    kernel_id: str
+    stream: Any
+    deps: tuple
+    start: float | None
+    end: float | None
+    failed: bool
+
+
+def add_task_observer(fn: Callable[[TaskEvent], None]) -> None:
+    global _task_observers
+    with _lock:
+        _task_observers = _task_observers + (fn,)
+
+
+def remove_task_observer(fn: Callable[[TaskEvent], None]) -> None:
+    global _task_observers
+    with _lock:
+        _task_observers = tuple(o for o in _task_observers if o is not fn)
+
+
+def tasks_observed() -> bool:
+    return bool(_task_observers)
+
+
+def notify_task(event: TaskEvent) -> None:
+    for fn in _task_observers:
+        try:
+            fn(event)
+        except Exception:  # noqa: BLE001 - an observer must not change what the program computes
+            log.exception("numba_cube: task observer %r failed", fn)

@@ -22,6 +22,7 @@ import collections
 import itertools
 import logging
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +31,7 @@ import numpy as np
 from .. import config
 from ..errors import CaptureError, CompileError, DeviceFault
 from ..kernel.kernel import resolve_access
+from . import observers
 from .capture import CaptureState, Graph, Recorded, run_recorded
 from .handle import Binding
 from .hazards import HazardTracker
@@ -122,6 +124,7 @@ class HostServer:
         self.compile_cache: dict[tuple, CacheEntry] = {}
         self.stats = collections.Counter()
         self._ids = itertools.count(1)
+        self._task_ids = itertools.count(1)
         self._to_free: collections.deque = collections.deque()
         self._late_forget: list = []
         self.captures: dict = {}       # stream -> CaptureState
@@ -246,6 +249,7 @@ class HostServer:
             task = Task(None, req.stream, kid)
             task.run = self._timed(rec, task)
         deps = self.hazards.register(task, {r[0] for r in reads}, {w[0] for w in writes})
+        task.task_id = next(self._task_ids)
         self.streams.enqueue(task, deps)
         self.stats["launched"] += 1
         if blocking:
@@ -257,9 +261,17 @@ class HostServer:
         ledger = self.ledger
 
         def run():
+            start = time.perf_counter()
             task.duration = run_recorded(ledger, rec)
             if task.duration is not None and config.get_bool("NUMBA_CUBE_PROFILE_LOG"):
                 profile_log.info("%s on %s: %.3f ms", rec.kernel_id, self.device, task.duration * 1e3)
+            if observers.tasks_observed():
+                end = time.perf_counter()
+                observers.notify_task(observers.TaskEvent(
+                    self.device, task.task_id, rec.kernel_id, task.stream,
+                    tuple(d.task_id for d in task.deps), start if task.duration is not None else None,
+                    end if task.duration is not None else None,
+                    ledger.first_failure(rec.writes) is not None))
 
         return run
 

@@ -1,0 +1,224 @@
+"""Reading a kernel's source and resolving the free names it uses.
+
+The translator works on Python source (``ast``), so the first step for every kernel and device
+function is to get that source back from the function object, parse it, and remember where it
+came from: every ``CompileError`` names the construct, the line *in the user's file* and the file.
+
+Name resolution follows Python's own rules for a function body: a name assigned anywhere in the
+function (or a parameter) is local; any other name is looked up in the closure cells, then the
+module globals, then builtins. Attribute chains rooted at a module (``np.float32``,
+``numba.cuda.threadIdx.x``, ``config.TPB``) are followed through modules, so the translator sees the
+object they denote. The CUDA module is recognised by identity, whatever it is bound to
+(``cuda``, ``import numba.cuda as nc``), and so are objects imported from it
+(``from numba.cuda import threadIdx, syncthreads``).
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import inspect
+import sys
+import textwrap
+import types as pytypes
+from dataclasses import dataclass, field
+
+from numba_cube.errors import CompileError
+
+#: module names under which numba.cuda lives (the second one is numba-cuda's real package, which
+#: a .pth redirector installs as ``numba.cuda``)
+CUDA_MODULE_NAMES = ("numba.cuda", "numba_cuda.numba.cuda")
+
+#: prefix/infix reserved for names the translator introduces (see ``check_reserved``)
+RESERVED = "__"
+
+
+@dataclass
+class SourceFunction:
+    """A parsed function plus what is needed to report errors and resolve its names."""
+
+    py_func: pytypes.FunctionType
+    node: ast.FunctionDef
+    filename: str
+    line_offset: int                     # user line = node.lineno + line_offset
+    params: list[str]
+    local_names: set[str] = field(default_factory=set)
+
+    @property
+    def name(self) -> str:
+        return self.py_func.__name__
+
+    def user_line(self, node: ast.AST | None) -> int | None:
+        lineno = getattr(node, "lineno", None)
+        return None if lineno is None else lineno + self.line_offset
+
+    def error(self, message: str, construct: str, node: ast.AST | None = None) -> CompileError:
+        """A CompileError for ``construct`` at ``node`` (the function itself when None)."""
+        return CompileError(f"{message} [in {self.name!r}]", construct=construct,
+                            lineno=self.user_line(node if node is not None else self.node),
+                            filename=self.filename)
+
+    # ---- name resolution ---------------------------------------------------------------
+
+    def lookup(self, name: str):
+        """``(True, obj)`` for a free name, ``(False, None)`` when it is not defined anywhere."""
+        code = self.py_func.__code__
+        if name in code.co_freevars and self.py_func.__closure__:
+            cell = self.py_func.__closure__[code.co_freevars.index(name)]
+            try:
+                return True, cell.cell_contents
+            except ValueError:                  # empty cell: referenced before assignment
+                return False, None
+        g = self.py_func.__globals__
+        if name in g:
+            return True, g[name]
+        if hasattr(builtins, name):
+            return True, getattr(builtins, name)
+        return False, None
+
+
+def load_function(py_func, role: str = "kernel") -> SourceFunction:
+    """Get, dedent and parse the source of ``py_func``; raise CompileError when impossible."""
+    py_func = getattr(py_func, "py_func", py_func)          # tolerate dispatchers
+    if not isinstance(py_func, pytypes.FunctionType):
+        raise CompileError(f"cannot translate {py_func!r}: not a Python function",
+                           construct=f"{role} object of type {type(py_func).__name__}")
+    filename = inspect.getsourcefile(py_func) or py_func.__code__.co_filename
+    try:
+        lines, start = inspect.getsourcelines(py_func)
+    except (OSError, TypeError) as exc:
+        raise CompileError(
+            f"the source of {role} {py_func.__name__!r} is not available (defined by exec, in "
+            "an interactive session without source, or in a compiled file), so the CPU "
+            "translator cannot read it", construct="missing source",
+            lineno=py_func.__code__.co_firstlineno, filename=filename) from exc
+    text = textwrap.dedent("".join(lines))
+    offset = start - 1
+    try:
+        module = ast.parse(text)
+    except SyntaxError:
+        # dedent fails when a continuation line (e.g. inside a string) is less indented than the
+        # def; parsing the raw lines under "if 1:" tolerates any common indentation
+        module = ast.parse("if 1:\n" + "".join(lines))
+        module.body = module.body[0].body
+        offset -= 1
+    node = module.body[0] if module.body else None
+    if isinstance(node, ast.AsyncFunctionDef) or not isinstance(node, ast.FunctionDef):
+        raise CompileError(f"{role} {py_func.__name__!r} must be a plain 'def' function",
+                           construct="non-def kernel", lineno=start, filename=filename)
+    node.decorator_list = []
+    node.returns = None
+    args = node.args
+    if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs:
+        raise CompileError(f"{role} {py_func.__name__!r} may only have plain positional "
+                           "parameters", construct="*args/**kwargs/keyword-only parameters",
+                           lineno=start + node.lineno - 1, filename=filename)
+    params = [a.arg for a in args.args]
+    for a in args.args:
+        a.annotation = None
+    fn = SourceFunction(py_func, node, filename, offset, params)
+    fn.local_names = set(params) | {n.id for n in ast.walk(node)
+                                    if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    check_reserved(fn)
+    return fn
+
+
+def check_reserved(fn: SourceFunction) -> None:
+    """Refuse user identifiers containing '__': the generated code owns that namespace."""
+    for n in ast.walk(fn.node):
+        name = n.id if isinstance(n, ast.Name) else n.arg if isinstance(n, ast.arg) else None
+        if name and RESERVED in name and not (name.startswith("__") and name.endswith("__")):
+            raise fn.error(f"identifier {name!r} contains '__', which the CPU translator "
+                           "reserves for its own names; please rename it",
+                           construct=f"reserved identifier {name!r}", node=n)
+
+
+# ---- the CUDA module ---------------------------------------------------------------------
+
+
+def is_cuda_module(obj) -> bool:
+    return isinstance(obj, pytypes.ModuleType) and obj.__name__ in CUDA_MODULE_NAMES
+
+
+def cuda_stub_name(obj) -> str | None:
+    """If ``obj`` is an attribute of the (already imported) CUDA module, its name there."""
+    if isinstance(obj, (int, float, str, bool, pytypes.ModuleType)) or obj is None:
+        return None
+    for modname in CUDA_MODULE_NAMES:
+        mod = sys.modules.get(modname)
+        if mod is None:
+            continue
+        table = _stub_tables.get(id(mod))
+        if table is None:
+            table = {}
+            for attr in dir(mod):
+                if attr.startswith("_"):
+                    continue
+                try:
+                    value = getattr(mod, attr)
+                except Exception:                       # pragma: no cover - lazy attrs
+                    continue
+                if not isinstance(value, (int, float, str, bool, pytypes.ModuleType)):
+                    table.setdefault(id(value), attr)
+            _stub_tables[id(mod)] = table
+        name = table.get(id(obj))
+        if name is not None:
+            return name
+    return None
+
+
+_stub_tables: dict[int, dict[int, str]] = {}
+
+
+def chain(node: ast.AST) -> tuple[str, list[str]] | None:
+    """``a.b.c`` -> ``("a", ["b", "c"])``; None for anything that is not a pure name chain."""
+    attrs = []
+    while isinstance(node, ast.Attribute):
+        attrs.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        return node.id, attrs[::-1]
+    return None
+
+
+@dataclass
+class Resolved:
+    """What a free name chain denotes.
+
+    ``cuda_path`` is set for CUDA builtins (``"threadIdx.x"``, ``"atomic.add"``, ``"syncthreads"``);
+    otherwise ``obj`` is the object reached by following the chain through modules, and ``rest``
+    the attributes left over (taken at run time on that object, e.g. ``W.shape`` of a global array).
+    """
+
+    cuda_path: str | None = None
+    obj: object = None
+    rest: tuple[str, ...] = ()
+    root: str = ""
+
+
+def resolve(fn: SourceFunction, node: ast.AST) -> Resolved | None:
+    """Resolve a free Name/Attribute chain; None if it is local or not a name chain."""
+    parts = chain(node)
+    if parts is None:
+        return None
+    root, attrs = parts
+    if root in fn.local_names:
+        return None
+    found, obj = fn.lookup(root)
+    if not found:
+        raise fn.error(f"name {root!r} is not defined", construct=f"undefined name {root!r}",
+                       node=node)
+    for i in range(len(attrs) + 1):
+        if is_cuda_module(obj):
+            return Resolved(cuda_path=".".join(attrs[i:]), root=root)
+        stub = cuda_stub_name(obj)
+        if stub is not None:
+            return Resolved(cuda_path=".".join([stub, *attrs[i:]]), root=root)
+        if i == len(attrs) or not isinstance(obj, pytypes.ModuleType):
+            return Resolved(obj=obj, rest=tuple(attrs[i:]), root=root)
+        try:
+            obj = getattr(obj, attrs[i])
+        except AttributeError:
+            raise fn.error(f"module {obj.__name__!r} has no attribute {attrs[i]!r}",
+                           construct=f"{root}.{'.'.join(attrs[:i + 1])}", node=node) from None
+    return None  # pragma: no cover - loop always returns
