@@ -92,23 +92,50 @@ class InlineChannel:
         self.name = name
         self.fault: BaseException | None = None
         # Re-entrant: a server operation may drop the last reference to a handle, whose finalizer
-        # comes back here on the same thread.
+        # comes back here on the same thread. Such nested fire-and-forget submissions are deferred
+        # until the outer operation returns: the server's state is not re-entrant.
         self._lock = threading.RLock()
+        self._local = threading.local()
+        self._deferred: list = []
 
     alive = True
 
     def submit(self, fn, *args) -> None:
+        if getattr(self._local, "depth", 0) > 0:
+            self._deferred.append((fn, args))
+            return
         try:
             self.call(fn, *args)
         except BaseException as exc:  # noqa: BLE001 - same contract as ThreadChannel.submit
-            log.error("numba_cube: operation %s on %s failed", getattr(fn, "__name__", fn),
-                      self.name, exc_info=exc)
-            if self.fault is None:
-                self.fault = exc
+            self._keep_fault(fn, exc)
 
     def call(self, fn, *args):
         with self._lock:
-            return fn(*args)
+            depth = getattr(self._local, "depth", 0)
+            self._local.depth = depth + 1
+            try:
+                return fn(*args)
+            finally:
+                self._local.depth = depth
+                if depth == 0:
+                    self._run_deferred()
+
+    def _run_deferred(self) -> None:
+        while self._deferred:
+            fn, args = self._deferred.pop(0)
+            self._local.depth = 1
+            try:
+                fn(*args)
+            except BaseException as exc:  # noqa: BLE001
+                self._keep_fault(fn, exc)
+            finally:
+                self._local.depth = 0
+
+    def _keep_fault(self, fn, exc) -> None:
+        log.error("numba_cube: operation %s on %s failed", getattr(fn, "__name__", fn),
+                  self.name, exc_info=exc)
+        if self.fault is None:
+            self.fault = exc
 
     def close(self) -> None:
         pass

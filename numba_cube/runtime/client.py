@@ -91,7 +91,9 @@ class Client:
 
     def create(self, data) -> Handle:
         """A new buffer holding a copy of ``data`` (anything ``numpy.asarray`` takes)."""
-        arr = np.ascontiguousarray(data)
+        arr = np.asarray(data)
+        if not arr.flags.c_contiguous:
+            arr = np.ascontiguousarray(arr)  # (ascontiguousarray alone would make 0-d arrays 1-d)
         handle = self.empty(arr.shape, arr.dtype)
         self.server.initial_write(handle.binding(), arr)
         return handle

@@ -107,8 +107,10 @@ class HazardTracker:
     def forget(self, mem: int) -> None:
         self._buffers.pop(mem, None)
 
-    def forget_stream(self, stream) -> None:
-        self._stream_tail.pop(stream, None)
+    def prune_streams(self) -> None:
+        """Drop the tails of streams whose work is done: a program that makes many short-lived
+        threads (each with its own stream) must not accumulate one entry per thread."""
+        self._stream_tail = {s: t for s, t in self._stream_tail.items() if not t.done}
 
     def __len__(self) -> int:
         return len(self._buffers)

@@ -129,6 +129,10 @@ class HostStreams:
             self.flush(sid)
             if st.tail is not None and not st.tail.done:
                 tails.append(st.tail)
+            elif st.worker is None and not st.pending:
+                # Idle and finished: forget the stream (its thread may be long gone). A later task
+                # on the same id simply makes a new entry.
+                del self._streams[sid]
         return tails
 
     def stream_ids(self) -> list:

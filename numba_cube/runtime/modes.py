@@ -36,7 +36,20 @@ _dry_depth = 0
 _local = threading.local()
 
 
-class dry_run(contextlib.ContextDecorator):
+class _BareDecorator(contextlib.ContextDecorator):
+    """Also usable as a bare decorator: ``@cube.dry_run`` as well as ``@cube.dry_run()``."""
+
+    def __new__(cls, func=None):
+        self = super().__new__(cls)
+        if func is not None:
+            return self(func)
+        return self
+
+    def __init__(self, func=None):
+        pass
+
+
+class dry_run(_BareDecorator):
     """Inside this block (on every thread), launches compile and cache but do not run.
 
     Usable as ``with cube.dry_run():`` or as a decorator. Nests, and may be entered from several
@@ -56,7 +69,7 @@ class dry_run(contextlib.ContextDecorator):
         return False
 
 
-class real_run(contextlib.ContextDecorator):
+class real_run(_BareDecorator):
     """Launches issued by *this thread* inside this block execute, even inside a dry run."""
 
     def __enter__(self):

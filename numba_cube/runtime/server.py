@@ -168,18 +168,16 @@ class HostServer:
         return memory_id
 
     def release_memory(self, memory_id: int) -> None:
-        """Called by a handle's finalizer, on any thread, at any time: only queue the id.
+        """A handle's finalizer sends this through the channel, so it runs after every operation
+        submitted before the handle was dropped (a launch that binds the handle registers as a user
+        of the memory first, and the free then waits for it).
 
-        Why not free here: a finalizer can run in the middle of a server operation on the same
-        thread (the garbage collector runs at allocations), and the server's state is not
-        re-entrant. The next operation drains the queue; the channel is nudged so that a quiet
-        device also frees promptly.
+        Frees are drained at the start of operations rather than wherever a finalizer happens to
+        fire: the garbage collector can run in the middle of a server operation, and the server's
+        state is not re-entrant (the channels defer such nested submissions, see channel.py).
         """
         self._to_free.append(memory_id)
-        try:
-            self.channel.submit(self._drain_frees)
-        except Exception:  # noqa: BLE001 - interpreter shutdown: nothing left to give memory back to
-            pass
+        self._drain_frees()
 
     def _drain_frees(self) -> None:
         while self._to_free:
@@ -343,7 +341,9 @@ class HostServer:
 
     def op_sync(self) -> list:
         self._drain_frees()
-        return self.streams.flush_all()
+        tails = self.streams.flush_all()
+        self.hazards.prune_streams()
+        return tails
 
     def op_known_failures(self, bindings) -> list:
         """For ``check``: per binding, a failure already known, without waiting for anything."""
@@ -352,8 +352,11 @@ class HostServer:
             writer = self.hazards.writer_of(b.memory_id)
             if writer is not None and writer.failure_hint is not None:
                 out.append(writer.failure_hint)
-            else:
-                out.append(self.ledger.failure_of(b.region))
+                continue
+            failure = self.ledger.failure_of(b.region)
+            # A provisional claim is work in flight, not a known failure: check() does not wait,
+            # so it must not report what may still complete (read() waits, then reports it).
+            out.append(None if failure is not None and failure.provisional else failure)
         return out
 
     def failure_of(self, b: Binding) -> Failure | None:

@@ -1,0 +1,168 @@
+"""Dependency inference from read and write sets (runtime.md section 3), as units.
+
+Tasks are tiny fakes with ``.done`` and ``.stream``, the only things the tracker may look at.
+"""
+
+from __future__ import annotations
+
+from numba_cube.runtime.hazards import HazardTracker
+
+A, B, C = "A", "B", "C"   # streams
+M, N = 1, 2              # buffers (memory ids)
+
+
+class FakeTask:
+    def __init__(self, stream, name=""):
+        self.stream = stream
+        self.done = False
+        self.name = name
+
+    def __repr__(self):
+        return f"<{self.name}@{self.stream}{' done' if self.done else ''}>"
+
+
+def reg(tracker, stream, reads=(), writes=(), name=""):
+    t = FakeTask(stream, name)
+    return t, tracker.register(t, reads, writes)
+
+
+def ids(deps):
+    return {id(d) for d in deps}
+
+
+def test_read_after_write_waits_for_the_writer():
+    """3 (RAW): a task reading a buffer waits for its last writer on another stream."""
+    h = HazardTracker()
+    w, _ = reg(h, A, writes=[M])
+    r, deps = reg(h, B, reads=[M])
+    assert deps == [w]
+
+
+def test_write_after_read_waits_for_the_readers():
+    """3 (WAR): a task writing a buffer waits for every reader since the last write."""
+    h = HazardTracker()
+    r1, _ = reg(h, A, reads=[M])
+    r2, _ = reg(h, B, reads=[M])
+    w, deps = reg(h, C, writes=[M])
+    assert ids(deps) == ids([r1, r2])
+
+
+def test_write_after_write_waits_for_the_writer():
+    """3 (WAW): a task writing a buffer waits for its last writer on another stream."""
+    h = HazardTracker()
+    w1, _ = reg(h, A, writes=[M])
+    w2, deps = reg(h, B, writes=[M])
+    assert deps == [w1]
+
+
+def test_read_read_on_different_streams_is_not_ordered():
+    """3 (better rule): two launches that only read the same buffer do not wait for each other."""
+    h = HazardTracker()
+    r1, d1 = reg(h, A, reads=[M])
+    r2, d2 = reg(h, B, reads=[M])
+    assert d1 == [] and d2 == []
+
+
+def test_written_on_a_read_on_b_written_on_c_orders_c_after_both():
+    """3: a buffer written on A, read on B, then written on C orders C after both A and B
+    (and B after A)."""
+    h = HazardTracker()
+    a, _ = reg(h, A, writes=[M], name="a")
+    b, db = reg(h, B, reads=[M], name="b")
+    c, dc = reg(h, C, writes=[M], name="c")
+    assert db == [a]
+    assert ids(dc) == ids([a, b])
+
+
+def test_unrelated_buffers_are_not_ordered():
+    """3: only shared buffers order work: a task on another buffer waits for nothing."""
+    h = HazardTracker()
+    reg(h, A, writes=[M])
+    _, deps = reg(h, B, reads=[N], writes=[N])
+    assert deps == []
+
+
+def test_same_stream_dependencies_are_omitted():
+    """3: a stream runs its own work in order, so a dependency on the same stream is not returned
+    (it is satisfied by the queue), while the hazard is still tracked for other streams."""
+    h = HazardTracker()
+    w, _ = reg(h, A, writes=[M])
+    _, deps = reg(h, A, reads=[M], writes=[M])
+    assert deps == []
+    _, deps = reg(h, A, writes=[M])
+    assert deps == []
+    last, _ = reg(h, A, writes=[M])
+    _, deps = reg(h, B, reads=[M])
+    assert deps == [last]
+
+
+def test_done_tasks_are_not_waited_for():
+    """3: finished work is no dependency: done writers and readers are dropped from the answer."""
+    h = HazardTracker()
+    w, _ = reg(h, A, writes=[M])
+    r, _ = reg(h, B, reads=[M])
+    w.done = True
+    _, deps = reg(h, C, reads=[M])
+    assert deps == []
+    _, deps = reg(h, C, writes=[M])
+    assert deps == [r]
+    r.done = True
+    _, deps = reg(h, A, writes=[M])
+    assert len(deps) == 1 and deps[0].stream == C  # only the unfinished writer on C
+
+
+def test_done_readers_are_pruned_in_a_long_loop():
+    """3 (pruning): finished readers are pruned as new ones register, so the state per buffer
+    stays small when one buffer is read over and over."""
+    h = HazardTracker()
+    reg(h, A, writes=[M])
+    for i in range(1000):
+        t, _ = reg(h, B if i % 2 else C, reads=[M])
+        t.done = True
+    assert len(h.users_of(M)) == 1          # the unfinished writer only
+    assert len(h._buffers[M].readers) <= 1  # pruned, not 1000 done readers
+
+
+def test_writer_of_and_users_of():
+    """3/4.3: a read waits for the last unfinished writer; a free or a host write waits for every
+    unfinished user (readers and the writer)."""
+    h = HazardTracker()
+    assert h.writer_of(M) is None and h.users_of(M) == []
+    w, _ = reg(h, A, writes=[M])
+    r, _ = reg(h, B, reads=[M])
+    assert h.writer_of(M) is w
+    assert ids(h.users_of(M)) == ids([w, r])
+    w.done = True
+    assert h.writer_of(M) is None
+    assert h.users_of(M) == [r]
+    h.forget(M)
+    assert h.users_of(M) == [] and len(h) == 0
+
+
+def test_a_task_reading_and_writing_a_buffer_is_its_writer():
+    """3: a buffer in both sets is written: the next reader on another stream waits for it."""
+    h = HazardTracker()
+    rw, _ = reg(h, A, reads=[M], writes=[M])
+    _, deps = reg(h, B, reads=[M])
+    assert deps == [rw]
+
+
+def test_baseline_rule_orders_read_read_sharing():
+    """3 (baseline, CubeCL's): any buffer shared with another stream makes the task wait for all
+    of that stream's queued work (its last task), even when both only read it."""
+    h = HazardTracker(baseline=True)
+    r1, _ = reg(h, A, reads=[M])
+    other, _ = reg(h, A, reads=[N])          # A's tail: unrelated to M, still waited for
+    _, deps = reg(h, B, reads=[M])
+    assert deps == [other]
+
+
+def test_baseline_rule_never_under_synchronizes_the_three_stream_case():
+    """3 (baseline): written on A, read on B, written on C: C waits for B's tail, and B waited
+    for A's, so C is ordered after both."""
+    h = HazardTracker(baseline=True)
+    a, _ = reg(h, A, writes=[M])
+    b, db = reg(h, B, reads=[M])
+    c, dc = reg(h, C, writes=[M])
+    assert db == [a]
+    assert dc == [b]
