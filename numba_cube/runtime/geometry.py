@@ -16,6 +16,14 @@ from ..errors import LaunchArgumentError
 
 __all__ = ["CubeDim", "CubeCount"]
 
+_DIM_CACHE: dict = {}
+_COUNT_CACHE: dict = {}
+
+
+def _plain_ints(value) -> bool:
+    """An int or a tuple of ints (exact types: 1.0 == 1 must not hit the cache of 1)."""
+    return type(value) is int or (type(value) is tuple and all(type(v) is int for v in value))
+
 
 def _three(value: Any, what: str) -> tuple[int, int, int]:
     if isinstance(value, (tuple, list)):
@@ -52,6 +60,14 @@ class CubeDim:
     def coerce(cls, value: Any) -> "CubeDim":
         if isinstance(value, CubeDim):
             return value
+        if _plain_ints(value):
+            # Launch loops pass the same few ints or tuples again and again: reuse the values.
+            hit = _DIM_CACHE.get(value)
+            if hit is None:
+                hit = cls(*_three(value, "CubeDim"))
+                if len(_DIM_CACHE) < 4096:
+                    _DIM_CACHE[value] = hit
+            return hit
         return cls(*_three(value, "CubeDim"))
 
     @property
@@ -86,6 +102,14 @@ class CubeCount:
     def coerce(cls, value: Any) -> "CubeCount":
         if isinstance(value, CubeCount):
             return value
+        if _plain_ints(value):
+            # Launch loops pass the same few ints or tuples again and again: reuse the values.
+            hit = _COUNT_CACHE.get(value)
+            if hit is None:
+                hit = cls(*_three(value, "CubeCount"))
+                if len(_COUNT_CACHE) < 4096:
+                    _COUNT_CACHE[value] = hit
+            return hit
         return cls(*_three(value, "CubeCount"))
 
     @classmethod

@@ -34,7 +34,10 @@ class _BufferState:
 
     def __init__(self):
         self.writer = None
-        self.readers: list = []
+        # stream -> the last task of that stream that read the buffer since the last write. One
+        # per stream is enough: a stream runs its work in order, so waiting for its last reader
+        # waits for all of them, and the state stays as small as the number of streams.
+        self.readers: dict = {}
         self.last_stream = None
         self.last_task = None
 
@@ -53,11 +56,11 @@ class HazardTracker:
         The answer holds unfinished tasks of *other* streams only: a stream runs its own work in
         order, so a same-stream dependency is already satisfied by the queue.
         """
-        reads = set(reads)
         writes = set(writes)
+        touched = writes.union(reads)
         deps = {}
         stream = task.stream
-        for mem in reads | writes:
+        for mem in touched:
             st = self._buffers.get(mem)
             if st is None:
                 st = self._buffers[mem] = _BufferState()
@@ -70,18 +73,15 @@ class HazardTracker:
                 if st.writer is not None:
                     deps[id(st.writer)] = st.writer
                 if mem in writes:
-                    for r in st.readers:
+                    for r in st.readers.values():
                         deps[id(r)] = r
             st.last_stream = stream
             st.last_task = task
-        for mem in reads | writes:
-            st = self._buffers[mem]
             if mem in writes:
                 st.writer = task
-                st.readers = []
+                st.readers = {}
             else:
-                st.readers = [r for r in st.readers if not r.done]
-                st.readers.append(task)
+                st.readers[stream] = task
         self._stream_tail[stream] = task
         return [t for t in deps.values() if t is not task and t.stream != stream and not t.done]
 
@@ -97,7 +97,7 @@ class HazardTracker:
         st = self._buffers.get(mem)
         if st is None:
             return []
-        users = list(st.readers)
+        users = list(st.readers.values())
         if st.writer is not None:
             users.append(st.writer)
         if self.baseline and st.last_task is not None:

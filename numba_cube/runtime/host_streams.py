@@ -25,6 +25,7 @@ import itertools
 import logging
 import queue
 import threading
+from _thread import allocate_lock as _allocate_lock
 from typing import Callable
 
 __all__ = ["Task", "HostStreams"]
@@ -50,14 +51,23 @@ class Task:
         self.failure_hint = None
         self.duration: float | None = None  # seconds the dispatch ran (None: it did not run)
         self.task_id = 0
-        self._done = threading.Event()
+        # A raw lock held until the task is done: cheaper to make than an Event (a launch makes
+        # one), and any number of waiters can pass it one after the other.
+        self._done = _allocate_lock()
+        self._done.acquire()
 
     @property
     def done(self) -> bool:
-        return self._done.is_set()
+        return not self._done.locked()
 
     def wait(self, timeout: float | None = None) -> bool:
-        return self._done.wait(timeout)
+        if self._done.acquire(timeout=-1 if timeout is None else timeout):
+            self._done.release()
+            return True
+        return False
+
+    def set_done(self) -> None:
+        self._done.release()
 
     def __repr__(self) -> str:
         return f"<Task {self.label} on {self.stream} {'done' if self.done else 'pending'}>"
@@ -151,15 +161,15 @@ class HostStreams:
                         return
                 continue
             for dep in task.deps:
-                dep._done.wait()
-            # Fix (tests/runtime/test_host_streams.py): the deps are needed only until they are
-            # done. Kept, they chain every finished task to the ones it waited for, and a stream's
-            # tail (or the hazard tracker's last writer) then keeps a cross-stream history alive.
-            task.deps = []
+                dep.wait()
             try:
                 task.run()
             except BaseException as exc:  # noqa: BLE001 - a runtime bug, not a launch failure
                 log.error("numba_cube: stream task %s failed", task.label, exc_info=exc)
                 self._on_fault(exc)
             finally:
-                task._done.set()
+                # The deps are needed only until the task ran (a task observer reads them). Kept,
+                # they would chain every finished task to the ones it waited for, and a stream's
+                # tail (or the hazard tracker's last writer) would keep a cross-stream history alive.
+                task.deps = []
+                task.set_done()

@@ -47,10 +47,20 @@ class Failure:
     kernel_id: str | None
     chain: tuple = ()
     provisional: bool = False
+    # For a provisional claim: [True] once the body that made it raised (the claim then stays for
+    # good). A provisional claim whose body is still running is *in flight*: a reader that is not
+    # ordered after that launch (it waited for the writers it is ordered after) must not report
+    # it, or a read racing another thread's later launch would see a spurious failure.
+    abandoned: list | None = None
+
+    @property
+    def in_flight(self) -> bool:
+        return self.provisional and not (self.abandoned and self.abandoned[0])
 
     def through(self, kernel_id: str) -> "Failure":
         """The same root cause, inherited by one more launch (it was skipped)."""
-        return Failure(self.root, self.kernel_id, self.chain + (kernel_id,), self.provisional)
+        return Failure(self.root, self.kernel_id, self.chain + (kernel_id,), self.provisional,
+                       self.abandoned)
 
     def to_exception(self) -> LaunchFailure:
         exc = LaunchFailure(self.root, self.kernel_id, self.chain)
@@ -73,12 +83,16 @@ class Ledger:
         self._entries: dict[object, list[_Entry]] = {}
 
     def failure_of(self, region: Region) -> Failure | None:
+        """A failure on any byte of ``region``; a settled one is preferred over a claim in flight."""
         mem, start, stop = region
+        found = None
         with self._lock:
             for e in self._entries.get(mem, ()):
                 if e.start < stop and start < e.stop:
-                    return e.failure
-        return None
+                    if not e.failure.in_flight:
+                        return e.failure
+                    found = e.failure
+        return found
 
     def first_failure(self, regions: Iterable[Region]) -> Failure | None:
         for r in regions:
@@ -174,7 +188,7 @@ class ExecuteScope:
                 self.on_skip(self.inherited)
         else:
             self._claim = Failure(IncompleteLaunch(f"launch of {self.kernel_id} did not complete"),
-                                  self.kernel_id, (self.kernel_id,), provisional=True)
+                                  self.kernel_id, (self.kernel_id,), provisional=True, abandoned=[False])
             self.ledger.record(self.writes, self._claim)
 
     @property
@@ -189,8 +203,11 @@ class ExecuteScope:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
-        if self._claim is None or exc_type is not None:
-            return False  # skipped, or the body raised: the claims stay
+        if self._claim is None:
+            return False  # skipped
+        if exc_type is not None:
+            self._claim.abandoned[0] = True  # the body raised: the claims stay, for good
+            return False
         if self._error is not None:
             self.ledger.record(self.writes, Failure(self._error, self.kernel_id, (self.kernel_id,)))
         else:

@@ -32,11 +32,13 @@ class BackendInfo:
     """A registered backend: its factory, where it came from, whether it can start."""
 
     def __init__(self, name: str, factory: Callable[[int], object], source: str = "builtin",
-                 available: Callable[[], str | None] | None = None, priority: int = 0):
+                 available: Callable[[], str | None] | None = None, priority: int = 0,
+                 devices: Callable[[], list] | None = None):
         self.name = name
         self.factory = factory
         self.source = source
         self._available = available
+        self._devices = devices
         self.priority = priority  # the highest available priority is the default device
 
     def unavailable_reason(self) -> str | None:
@@ -48,13 +50,29 @@ class BackendInfo:
         except Exception as exc:  # noqa: BLE001 - a probe that crashes means "unavailable"
             return f"{type(exc).__name__}: {exc}"
 
+    def device_names(self) -> list[str]:
+        """The devices this backend offers, as far as a cheap probe tells (``devices()`` if the
+        backend gave one, else ``<name>:0``), plus those already started; none if unavailable."""
+        with _lock:
+            started = [k for k in _servers if k.split(":")[0] == self.name]
+        if self.unavailable_reason() is not None:
+            return sorted(started)
+        names = [f"{self.name}:0"]
+        if self._devices is not None:
+            try:
+                names = [str(d) for d in self._devices()]
+            except Exception:  # noqa: BLE001 - a probe that crashes lists nothing
+                names = []
+        return sorted(set(names) | set(started), key=lambda d: (len(d), d))
+
 
 def register_backend(name: str, factory: Callable[[int], object], *, source: str = "builtin",
-                     available: Callable[[], str | None] | None = None, priority: int = 0) -> None:
-    if not name.isidentifier():
+                     available: Callable[[], str | None] | None = None, priority: int = 0,
+                     devices: Callable[[], list] | None = None) -> None:
+    if not isinstance(name, str) or not name.isidentifier():
         raise ValueError(f"backend name must be an identifier, got {name!r}")
     with _lock:
-        _factories[name] = BackendInfo(name, factory, source, available, priority)
+        _factories[name] = BackendInfo(name, factory, source, available, priority, devices)
 
 
 def unregister_backend(name: str) -> None:
@@ -139,10 +157,20 @@ def client(device: str | None = None, **options):
             reason = info.unavailable_reason()
             if reason is not None:
                 raise BackendNotFound(f"backend {name!r} is not available: {reason}")
-            server = info.factory(index)
+            try:
+                server = info.factory(index)
+            except BackendNotFound:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a backend that cannot start says why
+                raise BackendNotFound(f"backend {name!r} could not start device {canonical}: "
+                                      f"{type(exc).__name__}: {exc}") from exc
             _servers[canonical] = server
         c = _clients[key] = Client(server, options=options)
-        return c
+    # Outside the lock: a plugin's hook may itself ask for clients, from any thread.
+    from ..plugins import notify_client_created
+
+    notify_client_created(c)
+    return c
 
 
 def use(c) -> None:

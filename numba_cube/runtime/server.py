@@ -24,7 +24,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -46,9 +46,10 @@ log = logging.getLogger("numba_cube")
 profile_log = logging.getLogger("numba_cube.profile")
 
 
-@dataclass(frozen=True)
-class LaunchRequest:
-    """Everything a launch needs, decided on the issuing thread and passed as a value."""
+class LaunchRequest(NamedTuple):
+    """Everything a launch needs, decided on the issuing thread and passed as a value.
+
+    A NamedTuple: one is made per launch, and it is the cheapest immutable record Python has."""
 
     kernel: Any
     count: Any            # CubeCount (static or dynamic)
@@ -122,6 +123,8 @@ class HostServer:
         self.pool = MemoryPool(backend.allocate, backend.release)
         self.memory: dict[int, tuple[int, Any]] = {}  # memory id -> (capacity, backend memory)
         self.compile_cache: dict[tuple, CacheEntry] = {}
+        self._plans: dict[tuple, CacheEntry] = {}   # launch-plan key -> entry (see _compiled)
+        self._views: dict = {}                      # memory id -> {Binding: backend view}
         self.stats = collections.Counter()
         self._ids = itertools.count(1)
         self._task_ids = itertools.count(1)
@@ -183,6 +186,7 @@ class HostServer:
         while self._to_free:
             memory_id = self._to_free.popleft()
             cap, mem = self.memory.pop(memory_id)
+            self._views.pop(memory_id, None)
             users = self.hazards.users_of(memory_id)
             self.hazards.forget(memory_id)
             self.pool.free(cap, mem, users)
@@ -202,9 +206,20 @@ class HostServer:
             self._late_forget = still
 
     def host_array(self, b: Binding) -> np.ndarray:
-        """The backend's view of a binding's bytes (a NumPy view on host backends)."""
-        cap, mem = self.memory[b.memory_id]
-        return self.backend.array(mem, b.offset, b.shape, b.dtype)
+        """The backend's view of a binding's bytes (a NumPy view on host backends).
+
+        Views are cached per binding while the memory lives: a loop that launches on the same
+        handles makes each view once (dropped with the memory in ``_drain_frees``)."""
+        views = self._views.get(b.memory_id)
+        if views is None:
+            views = self._views[b.memory_id] = {}
+        view = views.get(b)
+        if view is None:
+            cap, mem = self.memory[b.memory_id]
+            view = self.backend.array(mem, b.offset, b.shape, b.dtype)
+            if len(views) < 64:   # bounded: a program that makes many distinct views of one buffer
+                views[b] = view
+        return view
 
     def initial_write(self, b: Binding, data: np.ndarray) -> None:
         """Fill fresh memory (called on the issuing thread by ``create``): no task can refer to a
@@ -219,8 +234,9 @@ class HostServer:
     def op_launch(self, req: LaunchRequest, blocking: bool = False) -> Task | None:
         """Steps 1-4 of runtime.md 1.2. With ``blocking`` (a profiled launch) the task is flushed
         and returned so the caller can wait for it and read its duration."""
-        self._drain_frees()
-        arrays = [self.host_array(a) if isinstance(a, Binding) else a for a in req.args]
+        if self._to_free:
+            self._drain_frees()
+        arrays = [self.host_array(a) if type(a) is Binding else a for a in req.args]
         entry = self._compiled(req, arrays)
         if req.mode is LaunchMode.SKIP:
             self.stats["skipped"] += 1
@@ -274,13 +290,28 @@ class HostServer:
         return run
 
     def _compiled(self, req: LaunchRequest, arrays: list) -> CacheEntry:
-        bindings = [a for a in req.args if isinstance(a, Binding)]
-        arg_types = tuple(self.backend.arg_type(a) for a in arrays)
+        """The cache entry for this launch: a two-level lookup.
+
+        The *launch-plan* key is made of plain Python values (dtype and ndim per buffer, the type
+        of each scalar) and is cheap to hash, so a warm launch never builds backend types. Only on
+        its miss is the real compile-cache key built (runtime.md 1.2: kernel id, argument types,
+        alignment, what the backend bakes in), which several plan keys may share.
+        """
+        bindings = [a for a in req.args if type(a) is Binding]
         extras = self.backend.cache_extras(req.count, req.dim)
+        plan_key = (req.kernel.id,
+                    tuple((a.dtype, len(a.shape)) if type(a) is Binding else type(a) for a in req.args),
+                    alignment_of(bindings), extras, req.options)
+        entry = self._plans.get(plan_key)
+        if entry is not None:
+            self.stats["cache_hits"] += 1
+            return entry
+        arg_types = tuple(self.backend.arg_type(a) for a in arrays)
         key = (req.kernel.id, arg_types, alignment_of(bindings), extras, req.options)
         entry = self.compile_cache.get(key)
         if entry is not None:
             self.stats["cache_hits"] += 1
+            self._plans[plan_key] = entry
             return entry
         self.stats["compiles"] += 1
         ndims = tuple(a.ndim if isinstance(a, np.ndarray) else None for a in arrays)
@@ -299,6 +330,7 @@ class HostServer:
             err.__cause__ = exc
             entry = CacheEntry(None, err, access)
         self.compile_cache[key] = entry
+        self._plans[plan_key] = entry
         return entry
 
     def _regions(self, req: LaunchRequest, access: tuple) -> tuple[tuple, tuple]:
@@ -353,14 +385,17 @@ class HostServer:
             if writer is not None and writer.failure_hint is not None:
                 out.append(writer.failure_hint)
                 continue
-            failure = self.ledger.failure_of(b.region)
-            # A provisional claim is work in flight, not a known failure: check() does not wait,
-            # so it must not report what may still complete (read() waits, then reports it).
-            out.append(None if failure is not None and failure.provisional else failure)
+            # A claim in flight is not a known failure: check() does not wait, so it must not
+            # report what may still complete.
+            out.append(self.failure_of(b))
         return out
 
     def failure_of(self, b: Binding) -> Failure | None:
-        return self.ledger.failure_of(b.region)
+        """The failure a reader of ``b`` reports, after waiting for the writers it is ordered
+        after: claims still in flight belong to launches it is not ordered with, and are not
+        failures (yet)."""
+        failure = self.ledger.failure_of(b.region)
+        return None if failure is not None and failure.in_flight else failure
 
     # -- capture ------------------------------------------------------------------------------------------
     def op_graph_prepare(self) -> None:

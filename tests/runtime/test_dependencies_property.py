@@ -87,7 +87,9 @@ ARITY = {"scale_into": 2, "add_into": 2, "axpy": 3, "bump": 1}
 view_st = st.tuples(st.integers(0, NBUF - 1), st.integers(0, N // 2), st.integers(N // 2, N))
 launch_st = st.builds(
     lambda name, views, scalar: ("launch", name, views[:ARITY[name]], scalar),
-    st.sampled_from(sorted(ARITY)), st.lists(view_st, min_size=3, max_size=3),
+    # Distinct buffers within one launch: two overlapping views of one buffer bound to one launch
+    # are a data race inside the kernel (undefined on a GPU too), not a scheduling question.
+    st.sampled_from(sorted(ARITY)), st.lists(view_st, min_size=3, max_size=3, unique_by=lambda v: v[0]),
     st.sampled_from([0.5, 2.0, -1.0, 3.0]))
 write_st = st.builds(lambda b, v: ("write", b, v), st.integers(0, NBUF - 1), st.integers(-3, 3))
 read_st = st.builds(lambda b: ("read", b), st.integers(0, NBUF - 1))

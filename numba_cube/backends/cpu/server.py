@@ -85,6 +85,8 @@ class CpuBackend(HostBackend):
 
     def __init__(self):
         self._programs: dict = {}
+        # Read once: cache_extras runs on every launch.
+        self.serial_units = config.get_int("NUMBA_CUBE_SERIAL_UNITS", 32768, 0)
 
     def allocate(self, nbytes: int) -> np.ndarray:
         # Over-allocate and slice so every buffer starts on the pool alignment: the cache key's
@@ -108,7 +110,7 @@ class CpuBackend(HostBackend):
         if count.is_dynamic:
             return ("parallel",)
         units = count.num_elems * dim.num_elems
-        serial = count.num_elems == 1 or units < config.get_int("NUMBA_CUBE_SERIAL_UNITS", 32768, 0)
+        serial = count.num_elems == 1 or units < self.serial_units
         return ("serial" if serial else "parallel",)
 
     def _program(self, kernel, boundscheck: bool):
