@@ -75,6 +75,10 @@ class _Entry:
     failure: Failure
 
 
+def _ANY(entry) -> bool:
+    return True
+
+
 class Ledger:
     """Per buffer, the byte ranges that carry a failure. Absent means clean."""
 
@@ -95,6 +99,8 @@ class Ledger:
         return found
 
     def first_failure(self, regions: Iterable[Region]) -> Failure | None:
+        if not self._entries:
+            return None   # nothing failed anywhere (a read of a dict's size needs no lock)
         for r in regions:
             f = self.failure_of(r)
             if f is not None:
@@ -105,7 +111,11 @@ class Ledger:
         """Make ``failure`` (or clean, for ``None``) the state of every byte of ``regions``."""
         with self._lock:
             for mem, start, stop in regions:
-                kept = self._cut(mem, start, stop, lambda e: True)
+                if mem not in self._entries:      # the common case: a clean buffer
+                    if failure is not None:
+                        self._entries[mem] = [_Entry(start, stop, failure)]
+                    continue
+                kept = self._cut(mem, start, stop, _ANY)
                 if failure is not None:
                     kept.append(_Entry(start, stop, failure))
                 self._store(mem, kept)
@@ -114,6 +124,13 @@ class Ledger:
         """Clear the bytes of ``regions`` that still carry ``claim`` (and nothing else)."""
         with self._lock:
             for mem, start, stop in regions:
+                entries = self._entries.get(mem)
+                if entries is None:
+                    continue
+                if len(entries) == 1 and entries[0].failure is claim and entries[0].start >= start \
+                        and entries[0].stop <= stop:
+                    del self._entries[mem]        # the common case: only this claim was there
+                    continue
                 self._store(mem, self._cut(mem, start, stop, lambda e: e.failure is claim))
 
     def forget(self, memory_id: object) -> None:

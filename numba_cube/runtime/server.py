@@ -80,6 +80,17 @@ def alignment_of(bindings) -> int:
     return align
 
 
+class _LaunchPlan(NamedTuple):
+    entry: "CacheEntry"
+    arrays: list          # backend views of the bindings, scalars as given when the plan was made
+    scalars: tuple        # positions of scalar arguments (filled in per launch)
+    reads: tuple
+    writes: tuple
+    read_mems: set
+    write_mems: set
+    count_view: Any
+
+
 class ExclusiveGate:
     """Exclusive use of a device by one thread (``client.exclusive``): other threads' launches
     wait at the gate while it is held. The hot path reads one attribute when nobody holds it."""
@@ -125,6 +136,8 @@ class HostServer:
         self.compile_cache: dict[tuple, CacheEntry] = {}
         self._plans: dict[tuple, CacheEntry] = {}   # launch-plan key -> entry (see _compiled)
         self._views: dict = {}                      # memory id -> {Binding: backend view}
+        self._launch_plans: dict = {}               # see _plan
+        self._plans_by_memory: dict = {}            # memory id -> plan keys that bind it
         self.stats = collections.Counter()
         self._ids = itertools.count(1)
         self._task_ids = itertools.count(1)
@@ -187,6 +200,8 @@ class HostServer:
             memory_id = self._to_free.popleft()
             cap, mem = self.memory.pop(memory_id)
             self._views.pop(memory_id, None)
+            for pkey in self._plans_by_memory.pop(memory_id, ()):
+                self._launch_plans.pop(pkey, None)
             users = self.hazards.users_of(memory_id)
             self.hazards.forget(memory_id)
             self.pool.free(cap, mem, users)
@@ -236,12 +251,12 @@ class HostServer:
         and returned so the caller can wait for it and read its duration."""
         if self._to_free:
             self._drain_frees()
-        arrays = [self.host_array(a) if type(a) is Binding else a for a in req.args]
-        entry = self._compiled(req, arrays)
+        plan = self._plan(req)
+        entry = plan.entry
         if req.mode is LaunchMode.SKIP:
             self.stats["skipped"] += 1
             return None
-        reads, writes = self._regions(req, entry.access)
+        reads, writes = plan.reads, plan.writes
         kid = req.kernel.id
         capture = self.captures.get(req.stream)
         if entry.error is not None:
@@ -251,9 +266,13 @@ class HostServer:
             task = Task(lambda: failed_writing(self.ledger, kid, writes, entry.error), req.stream, kid)
             task.failure_hint = Failure(entry.error, kid, (kid,))
         else:
-            count_view = self.host_array(req.count_binding) if req.count_binding is not None else None
+            arrays = plan.arrays
+            if plan.scalars:
+                arrays = list(arrays)
+                for i in plan.scalars:
+                    arrays[i] = req.args[i]
             rec = Recorded(kid, entry.artifact, req.count.as_tuple(), req.dim.as_tuple(), arrays,
-                           count_view, reads, writes)
+                           plan.count_view, reads, writes)
             if capture is not None:
                 if self.ledger.first_failure(reads) is not None:
                     capture.refuse(f"launch of {kid} (skipped: an input carries a failure)")
@@ -262,7 +281,7 @@ class HostServer:
                 return None
             task = Task(None, req.stream, kid)
             task.run = self._timed(rec, task)
-        deps = self.hazards.register(task, {r[0] for r in reads}, {w[0] for w in writes})
+        deps = self.hazards.register(task, plan.read_mems, plan.write_mems)
         task.task_id = next(self._task_ids)
         self.streams.enqueue(task, deps)
         self.stats["launched"] += 1
@@ -270,6 +289,38 @@ class HostServer:
             self.streams.flush(req.stream)
             return task
         return None
+
+    def _plan(self, req: LaunchRequest) -> "_LaunchPlan":
+        """What a launch of this kernel on these buffers needs, worked out once.
+
+        Keyed by the kernel, the bindings (scalars by type only: their values change from launch
+        to launch and are filled in per launch), the geometry and the options. A plan holds views
+        of the memory it binds, so plans are dropped when that memory is freed; dynamic-count
+        launches are not cached (their key would hold the count's handle alive).
+        """
+        args = req.args
+        pkey = None
+        if req.count_binding is None:
+            pkey = (req.kernel.id, tuple(a if type(a) is Binding else type(a) for a in args),
+                    req.count, req.dim, req.options)
+            plan = self._launch_plans.get(pkey)
+            if plan is not None:
+                self.stats["cache_hits"] += 1
+                return plan
+        arrays = [self.host_array(a) if type(a) is Binding else a for a in args]
+        entry = self._compiled(req, arrays)
+        reads, writes = self._regions(req, entry.access)
+        count_view = self.host_array(req.count_binding) if req.count_binding is not None else None
+        plan = _LaunchPlan(entry, arrays, tuple(i for i, a in enumerate(args) if type(a) is not Binding),
+                           reads, writes, {r[0] for r in reads}, {w[0] for w in writes}, count_view)
+        if pkey is not None and entry.error is None:
+            if len(self._launch_plans) >= 4096:
+                self._launch_plans.clear()
+                self._plans_by_memory.clear()
+            self._launch_plans[pkey] = plan
+            for mem in plan.read_mems | plan.write_mems:
+                self._plans_by_memory.setdefault(mem, []).append(pkey)
+        return plan
 
     def _timed(self, rec: Recorded, task: Task):
         ledger = self.ledger
