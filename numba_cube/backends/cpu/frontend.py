@@ -158,7 +158,11 @@ def cuda_stub_name(obj) -> str | None:
                     value = getattr(mod, attr)
                 except Exception:                       # pragma: no cover - lazy attrs
                     continue
-                if not isinstance(value, (int, float, str, bool, pytypes.ModuleType)):
+                # only CUDA's own objects (stubs such as threadIdx, syncthreads, atomic): the
+                # module also re-exports things like numba.float64 (as cuda.double)
+                owner = getattr(value, "__module__", None) or ""
+                if owner.startswith(CUDA_MODULE_NAMES) and not isinstance(
+                        value, (int, float, str, bool, pytypes.ModuleType)):
                     table.setdefault(id(value), attr)
             _stub_tables[id(mod)] = table
         name = table.get(id(obj))

@@ -130,7 +130,11 @@ class Lowerer(ast.NodeTransformer):
                 if path in ("shared.array", "local.array"):
                     self.owned |= {t.id for t in stmt.targets if isinstance(t, ast.Name)}
         body = []
-        for stmt in node.body:
+        stmts = node.body
+        if stmts and isinstance(stmts[0], ast.Expr) and isinstance(stmts[0].value, ast.Constant) \
+                and isinstance(stmts[0].value.value, str):
+            stmts = stmts[1:]                      # the docstring
+        for stmt in stmts:
             new = self.visit(stmt)
             body.extend(new if isinstance(new, list) else [] if new is None else [new])
         reassigned = [p for p in self.fn.params

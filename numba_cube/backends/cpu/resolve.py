@@ -31,6 +31,10 @@ import types as pytypes
 import numpy as np
 from numba.core import types as nbtypes
 
+#: packages whose pure-Python functions may be imported by generated code (Numba implements
+#: them, e.g. np.linspace); any other plain function is refused
+LIBRARY_PACKAGES = frozenset({"numpy", "numba", "math", "cmath"})
+
 #: largest global ndarray frozen into the generated text (elements)
 MAX_FROZEN_ARRAY = 1 << 16
 
@@ -189,6 +193,12 @@ def freeze(env: ModuleEnv, name: str, obj, avoid: set[str]) -> ast.expr:
         return ast.Name(env.bind_array(name, obj, avoid), ast.Load())
     if isinstance(obj, pytypes.ModuleType):
         return ast.Name(env.bind_module(name, obj, avoid), ast.Load())
+    if isinstance(obj, pytypes.FunctionType) and (getattr(obj, "__module__", None) or "").split(
+            ".")[0] not in LIBRARY_PACKAGES:
+        # a plain Python function of the user's: Numba cannot call it, and importing it by name
+        # would hide edits to it from the module hash
+        raise Unsupported("a plain Python function; only cuda.jit(device=True) and numba.njit "
+                          "functions can be called from a kernel")
     where = importable(obj)
     if where is not None:
         return ast.Name(env.bind_import(name, obj, where, avoid), ast.Load())

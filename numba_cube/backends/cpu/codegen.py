@@ -1,0 +1,260 @@
+"""Assemble the generated module for one kernel: header, imports, device functions, kernels.
+
+A ``Unit`` translates one kernel and, recursively, every device function it calls (all into the
+same module, so that editing a device function changes the module's hash: Numba's cache does not
+notice changes in *other* files). Each kernel is printed twice:
+
+- ``<name>__par``: ``njit(parallel=True)``, ``prange`` over worker chunks;
+- ``<name>__ser``: ``njit(parallel=False)``, the same loops with ``range``, for small launches
+  (a small ``prange`` call can cost milliseconds of thread wake-up; research section 6).
+
+Both call one ``<name>__chunk`` function that runs a contiguous piece of the launch, so the
+heavy body is compiled once and Numba's parfor passes only see a one-line ``prange`` loop (which
+keeps compile times down). They are two functions rather than two dispatchers of one function
+because Numba's cache index is keyed by function and signature, not by the ``parallel`` flag.
+
+The kernel takes ``(__gdx, __gdy, __gdz, __bdx, __bdy, __bdz, *kernel_params)``. Kernels with
+barriers or shared memory use the cube-by-cube shape of ``fission.py``; the others the flat shape
+of ``flatten.py``.
+
+Device functions (``cuda.jit(device=True)`` and ``njit`` functions called from a kernel) become
+``<name>__dev`` functions. Those that read thread/block ids get them as extra keyword parameters
+(``__tx=__tx``), computed to a fixpoint over the call graph. Barriers and ``cuda.shared.array``
+inside device functions are refused (``CompileError``) rather than inlined: the barrier would
+have to split the *caller's* unit loop.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+from pathlib import Path
+
+import numba
+import numpy as np
+
+from numba_cube.backends.cpu import resolve as rs
+from numba_cube.backends.cpu.analysis import Purity, remat_definitions, uniform_names
+from numba_cube.backends.cpu.fission import CubeKernel
+from numba_cube.backends.cpu.flatten import FlatKernel
+from numba_cube.backends.cpu.frontend import SourceFunction, load_function
+from numba_cube.backends.cpu.lowering import (HIDDEN_IDS, LINEAR_TID, NONNEG, UNIFORM_IDS,
+                                              Lowerer, Lowered, contains_barrier)
+from numba_cube.backends.cpu.plan import build_plan, cube_level_lists, is_cube_control
+from numba_cube.backends.cpu.unitcode import Writer
+
+#: bump when the shape of generated code changes in a way the text would not show
+TRANSLATOR_VERSION = 1
+
+#: how many pieces the parallel variant cuts a launch into. Numba's prange hands each thread a
+#: contiguous share of them, so this only has to exceed the core count; each piece allocates its
+#: own shared/local/replica arrays once. (``numba.get_num_threads()`` inside the kernel would make
+#: the function uncacheable: Numba reaches the threading layer through a dynamic global.)
+CHUNKS = 256
+
+_HERE = Path(__file__).parent
+#: digest of the runtime support the generated code imports (atomics, support): part of every
+#: module's text, so editing them invalidates the generated files and Numba's caches
+SUPPORT_DIGEST = hashlib.sha256(b"".join(
+    (_HERE / f).read_bytes() for f in ("atomics.py", "support.py"))).hexdigest()[:16]
+
+
+class Unit:
+    """Translation of one kernel (plus its device functions) into module text."""
+
+    def __init__(self, py_func, boundscheck: bool = False):
+        self.boundscheck = bool(boundscheck)
+        self.env = rs.ModuleEnv()
+        self.kernel_fn = load_function(py_func, "kernel")
+        self.devices: dict[int, tuple[str, SourceFunction, Lowered | None]] = {}
+        self._pending: list[int] = []
+        self.shape = ""          # "flat" or "cube" once generated
+
+    # ---- device functions -----------------------------------------------------------------
+
+    def register_device(self, obj, kind, node) -> str:
+        py_func = obj.py_func
+        key = id(py_func)
+        if key not in self.devices:
+            fn = load_function(py_func, "device function")
+            taken = {alias for alias, _, _ in self.devices.values()}
+            alias, k = f"{fn.name}__dev", 1
+            while alias in taken:
+                k += 1
+                alias = f"{fn.name}__dev{k}"
+            self.devices[key] = (alias, fn, None)
+            self._pending.append(key)
+        return self.devices[key][0]
+
+    def _lower_devices(self) -> None:
+        while self._pending:
+            key = self._pending.pop()
+            alias, fn, _ = self.devices[key]
+            lowered = Lowerer(fn, self.env, self.register_device, "device").run()
+            self.devices[key] = (alias, fn, lowered)
+
+    def _device_needs(self) -> dict[int, list[str]]:
+        """Hidden ids each device function needs, including those of its callees."""
+        needs = {k: set(low.hidden_used) for k, (_, _, low) in self.devices.items()}
+        changed = True
+        while changed:
+            changed = False
+            for k, (_, _, low) in self.devices.items():
+                for _, callee in low.device_calls:
+                    extra = needs[id(callee.py_func)] - needs[k]
+                    if extra:
+                        needs[k] |= extra
+                        changed = True
+        return {k: [h for h in HIDDEN_IDS if h in v] for k, v in needs.items()}
+
+    @staticmethod
+    def _patch_calls(lowered: Lowered, needs) -> None:
+        for call, callee in lowered.device_calls:
+            call.keywords += [ast.keyword(h, ast.Name(h, ast.Load()))
+                              for h in needs[id(callee.py_func)]]
+
+    # ---- the whole module -----------------------------------------------------------------
+
+    def generate(self) -> str:
+        kernel = Lowerer(self.kernel_fn, self.env, self.register_device, "kernel").run()
+        self._lower_devices()
+        needs = self._device_needs()
+        self._patch_calls(kernel, needs)
+        for _, _, low in self.devices.values():
+            self._patch_calls(low, needs)
+        kernel_needs = set(kernel.hidden_used).union(
+            *(needs[id(c.py_func)] for _, c in kernel.device_calls))
+
+        module_objects = dict(self.env._names)
+        purity = Purity(self.kernel_fn.local_names | set(kernel.params), module_objects)
+        has_barrier = any(contains_barrier(s) for s in kernel.body)
+        if has_barrier or kernel.shared:
+            self.shape = "cube"
+            shape = self._cube_kernel(kernel, purity)
+        else:
+            self.shape = "flat"
+            shape = FlatKernel(kernel, purity, needs_tid=LINEAR_TID in kernel_needs)
+
+        w = Writer()
+        self._header(w)
+        for key, (alias, fn, low) in self.devices.items():
+            self._device(w, alias, fn, low, needs[key])
+        self._launchers(w, shape, kernel)
+        return w.text()
+
+    def _launchers(self, w: Writer, shape, kernel: Lowered) -> None:
+        """The chunk function and the two entry points that call it."""
+        name = self.kernel_fn.name
+        chunk = f"{name}__chunk"
+        geometry = ["__gdx", "__gdy", "__gdz", "__bdx", "__bdy", "__bdz"]
+        args = ", ".join(geometry + list(kernel.params))
+        shape.emit_chunk(w, chunk, self._decorator(None))
+        if self._may_raise(kernel):
+            self._guarded_parallel(w, shape, name, args)
+        else:
+            w.line(self._decorator(True))
+            with w.indent(f"def {name}__par({args}):"):
+                w.line(f"__nchunks = min({shape.work}, {CHUNKS})")
+                with w.indent("for __c in __prange(__nchunks):"):
+                    # prange's index is unsigned: cast, or the chunk would be compiled a
+                    # second time for a (uint64, ...) signature
+                    w.line(f"{chunk}(__np.int64(__c), __nchunks, {args})")
+            w.line()
+        w.line(self._decorator(False))
+        with w.indent(f"def {name}__ser({args}):"):
+            with w.indent(f"if {shape.work} > 0:"):
+                # int64, not literals: the parallel variant must reuse this compiled chunk
+                w.line(f"{chunk}(__np.int64(0), __np.int64(1), {args})")
+        w.line()
+
+    def _may_raise(self, kernel: Lowered) -> bool:
+        """Can the kernel raise? (bounds checks, or a raise/assert in it or a device function)"""
+        bodies = [kernel.body] + [low.body for _, _, low in self.devices.values()]
+        return self.boundscheck or any(isinstance(n, (ast.Raise, ast.Assert))
+                                       for body in bodies for s in body for n in ast.walk(s))
+
+    def _guarded_parallel(self, w: Writer, shape, name: str, args: str) -> None:
+        """The parallel entry point for kernels that may raise.
+
+        Numba does not propagate an exception raised inside a prange body (numba issues #2811,
+        #9380): the call returns "a result with an exception set", or nothing at all. So each
+        chunk runs under try/except in ``<name>__guard`` and reports failure in a status array; a
+        failed chunk is then re-run serially, outside the parallel region, to raise the real
+        exception. (Only done when needed: the extra function costs a second optimisation of
+        the kernel body at compile time.)
+        """
+        chunk, guard = f"{name}__chunk", f"{name}__guard"
+        w.line(self._decorator(None))
+        with w.indent(f"def {guard}(__c, __nchunks, {args}):"):
+            with w.indent("try:"):
+                w.line(f"{chunk}(__c, __nchunks, {args})")
+            with w.indent("except Exception:"):
+                w.line("return 1")
+            w.line("return 0")
+        w.line()
+        w.line(self._decorator(True))
+        with w.indent(f"def {name}__par({args}):"):
+            w.line(f"__nchunks = min({shape.work}, {CHUNKS})")
+            w.line("__failed = __np.zeros(__nchunks, __np.uint8)")
+            with w.indent("for __c in __prange(__nchunks):"):
+                w.line(f"__failed[__c] = {guard}(__np.int64(__c), __nchunks, {args})")
+            with w.indent("for __c in range(__nchunks):"):
+                with w.indent("if __failed[__c]:"):
+                    w.line(f"{chunk}(__np.int64(__c), __nchunks, {args})")
+                    w.line("raise RuntimeError('a kernel chunk raised in the parallel region "
+                           "but not when re-run serially')")
+        w.line()
+
+    def _cube_kernel(self, kernel: Lowered, purity: Purity) -> CubeKernel:
+        seed = set(UNIFORM_IDS) | set(kernel.params)
+        lists = cube_level_lists(kernel.body)
+        uniform = uniform_names(lists, kernel.body, seed, purity, is_cube_control)
+        plan, regions = build_plan(self.kernel_fn, kernel.body, uniform, purity)
+        invariant = set(HIDDEN_IDS) | set(kernel.params)
+        remat = remat_definitions(kernel.body, invariant, purity)
+        return CubeKernel(kernel, plan, regions, uniform, remat)
+
+    def _decorator(self, parallel: bool | None) -> str:
+        opts = [] if parallel is None else [f"parallel={parallel}"]
+        opts += ["nogil=True", "cache=True", f"boundscheck={self.boundscheck}",
+                 "error_model='numpy'"]
+        return f"@__njit({', '.join(opts)})"
+
+    def _header(self, w: Writer) -> None:
+        fn = self.kernel_fn
+        w.line("# Generated by numba_cube's CPU translator (loop fission). Do not edit: the file")
+        w.line("# name is the SHA-256 of this text, and a file whose content does not match is")
+        w.line("# regenerated.")
+        w.line(f"# kernel: {fn.py_func.__module__}.{fn.py_func.__qualname__} "
+               f"({fn.filename}, line {fn.user_line(fn.node)})")
+        w.line(f"# translator {TRANSLATOR_VERSION}, support {SUPPORT_DIGEST}, "
+               f"numba {numba.__version__}, numpy {np.__version__}, "
+               f"boundscheck={self.boundscheck}")
+        w.line("import numpy as __np")
+        w.line("from numba import njit as __njit, prange as __prange")
+        w.line(f"from numba_cube.backends.cpu.support import assume_nonneg as {NONNEG}, "
+               "bound_lt as __bound_lt, bound_le as __bound_le, bound_gt as __bound_gt, "
+               "bound_ge as __bound_ge")
+        for line in sorted(self.env.helpers.values()):
+            w.line(line)
+        for line in self.env.header:
+            w.line(line)
+        for line in self.env.constants:
+            w.line(line)
+        w.line()
+
+    def _device(self, w: Writer, alias, fn: SourceFunction, low: Lowered, hidden) -> None:
+        defaults = fn.py_func.__defaults__ or ()
+        params = list(low.params)
+        first_default = len(params) - len(defaults)
+        for i, value in enumerate(defaults):
+            try:
+                params[first_default + i] += "=" + ast.unparse(rs.literal(value))
+            except rs.Unsupported:
+                raise fn.error(f"default value of parameter {params[first_default + i]!r} "
+                               "must be a constant", "non-constant default", fn.node) from None
+        params += [f"{h}=0" if defaults else h for h in hidden]
+        w.line(self._decorator(None))
+        with w.indent(f"def {alias}({', '.join(params)}):"):
+            w.code(low.body)
+        w.line()

@@ -1,0 +1,107 @@
+"""The CPU compile stage: numba.cuda-dialect kernel -> generated njit module (public entry point).
+
+    from numba_cube.backends.cpu.translate import build_program, CpuProgram, TRANSLATOR_VERSION
+
+    prog = build_program(py_func, boundscheck=False)      # raises numba_cube.errors.CompileError
+    prog.source      # the generated module's text (print it to see what runs)
+    prog.parallel    # njit(parallel=True, nogil=True, cache=True) dispatcher
+    prog.serial      # the same kernel with parallel=False, for small grids
+    # both: f(grid_x, grid_y, grid_z, block_x, block_y, block_z, *kernel_args)
+
+The geometry comes first, as six int64 values; then the kernel's own arguments in their order
+(C-contiguous NumPy arrays of any dtype/ndim, and scalars). To compile without running (dry runs)
+call ``prog.parallel.compile((numba.types.int64,) * 6 + argtypes)``; with ``cache=True`` that
+compile is served from Numba's on-disk cache when possible.
+
+How a kernel is translated (details in the modules named):
+
+1. ``frontend``: read and parse the source, resolve free names (the CUDA module by identity).
+2. ``lowering``: CUDA builtins -> hidden names and helpers; globals frozen/imported (``resolve``).
+3. kernels without barriers or shared memory: ``flatten`` (one flat ``prange`` over all units,
+   with the ``if i < n`` guard hoisted into the loop bounds); others: ``plan`` + ``fission``
+   (``prange`` over cubes, a unit loop per barrier-free region, uniformity and liveness analyses
+   from ``analysis``).
+4. ``codegen`` prints the module; ``codecache`` writes it under its content hash and imports it.
+
+What is supported and what is refused is listed in ``SUPPORTED`` below and checked by the tests in
+``tests/backends/cpu/``.
+
+Threading: the ``parallel`` variant runs on Numba's threading layer. Numba's ``workqueue`` layer
+aborts the process when two Python threads call parallel functions at once, so a runtime that
+launches from several threads must select ``omp`` or ``tbb`` (``numba.config.THREADING_LAYER``)
+before the first parallel call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from numba_cube.backends.cpu import codecache
+from numba_cube.backends.cpu.codegen import TRANSLATOR_VERSION, Unit
+from numba_cube.errors import CompileError
+
+__all__ = ["build_program", "translate_source", "CpuProgram", "TRANSLATOR_VERSION", "SUPPORTED"]
+
+SUPPORTED = """\
+Supported: cuda.threadIdx/blockIdx/blockDim/gridDim .x/.y/.z; cuda.grid(n) and cuda.gridsize(n)
+for n = 1, 2, 3 (tuples for 2 and 3); cuda.warpsize (32), cuda.laneid; cuda.syncthreads() and
+cuda.syncwarp() at kernel level or inside if/while/for with cube-uniform conditions (deep
+fission); cuda.shared.array (per cube) and cuda.local.array (per unit) with constant shapes and
+NumPy/Numba scalar dtypes; cuda.const.array_like; cuda.atomic.add/sub/max/min/nanmax/nanmin/exch/
+cas/compare_and_swap/and_/or_/xor/inc/dec (real CPU atomics on global arrays, plain
+read-modify-write on shared/local arrays); cuda.threadfence*() and cuda.nanosleep() (no-ops);
+cuda.selp, cuda.fma, cuda.cbrt; early return (with barriers: later regions skip exited units);
+device functions (cuda.jit(device=True), with or without signature, and numba njit functions),
+recursively, translated into the same module; math.*, NumPy functions and scalar types; global
+scalar/tuple constants and small global arrays frozen into the generated text.
+
+Refused with CompileError (construct + line): a barrier under unit-dependent control flow;
+break/continue that would leave a loop containing a barrier under a unit-dependent condition;
+barriers or cuda.shared.array inside device functions; warp shuffles/votes/ballots/match,
+cooperative groups and grid sync, syncthreads_count/and/or, dynamic shared memory; with/try/
+lambda/nested def/global/nonlocal/yield/:=/del; kernels returning a value; missing source;
+identifiers containing '__' (reserved for generated names).
+"""
+
+
+@dataclass(frozen=True)
+class CpuProgram:
+    """A translated kernel: generated source plus its two compiled-on-demand variants."""
+
+    source: str
+    parallel: object          # numba dispatcher, parallel=True
+    serial: object            # numba dispatcher, parallel=False
+    kernel_name: str
+    module_name: str
+    path: str                 # the generated module's file in the cache directory
+    shape: str                # "flat" (barrier-free) or "cube" (fission)
+
+
+def translate_source(py_func, boundscheck: bool = False) -> str:
+    """Translate only: the generated module text (no file written, nothing imported)."""
+    return Unit(py_func, boundscheck).generate()
+
+
+def build_program(py_func, boundscheck: bool = False) -> CpuProgram:
+    """Translate ``py_func`` (a function in numba.cuda's dialect), cache and import the result.
+
+    Raises ``CompileError`` for kernels the translator refuses. Nothing is compiled by Numba yet:
+    that happens on the first call or ``.compile(signature)`` of either dispatcher.
+    """
+    unit = Unit(py_func, boundscheck)
+    source = unit.generate()
+    name = unit.kernel_fn.name
+    try:
+        module = codecache.load_module(name, source)
+    except SyntaxError as exc:                      # pragma: no cover - translator bug
+        raise CompileError(f"internal error: generated code for {name!r} does not parse: {exc}",
+                           construct="generated code") from exc
+    return CpuProgram(
+        source=source,
+        parallel=getattr(module, f"{name}__par"),
+        serial=getattr(module, f"{name}__ser"),
+        kernel_name=name,
+        module_name=module.__name__,
+        path=module.__file__,
+        shape=unit.shape,
+    )

@@ -1,0 +1,162 @@
+"""The on-disk cache of generated modules: content-addressed, private, never runs a foreign file,
+never rewrites a good one, and lets Numba's own cache work across processes.
+"""
+
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import numpy as np
+import pytest
+
+from numba_cube.backends.cpu import codecache
+from numba_cube.backends.cpu.translate import build_program, translate_source
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    d = tmp_path / "cache"
+    monkeypatch.setenv("NUMBA_CUBE_CACHE_DIR", str(d))
+    return d
+
+
+def make_kernel(value):
+    """A fresh kernel whose generated text (and so module name) depends on ``value``."""
+    from numba import cuda
+
+    @cuda.jit
+    def fill(a):
+        i = cuda.grid(1)
+        if i < a.size:
+            a[i] = value
+    return fill.py_func
+
+
+def forget(prog):
+    """Drop an imported generated module so the next build goes to the disk again."""
+    sys.modules.pop(prog.module_name, None)
+
+
+def test_cache_dir_is_created_private(cache_dir):
+    """A missing cache dir is created with mode 0o700; files are named <kernel>_<sha16>.py."""
+    prog = build_program(make_kernel(1.5))
+    assert stat.S_IMODE(os.stat(cache_dir).st_mode) == 0o700
+    name = os.path.basename(prog.path)
+    assert os.path.dirname(prog.path) == str(cache_dir)
+    assert name.startswith("fill_") and len(name) == len("fill_") + 16 + len(".py")
+    with open(prog.path) as f:
+        assert f.read() == prog.source
+
+
+def test_same_kernel_twice_reuses_the_file(cache_dir):
+    """Building the same kernel again (even after the module is forgotten) uses the same file
+    and does not rewrite it: its mtime is part of Numba's cache key."""
+    func = make_kernel(2.5)
+    first = build_program(func)
+    before = os.stat(first.path)
+    forget(first)
+    second = build_program(func)
+    after = os.stat(second.path)
+    assert second.path == first.path
+    assert (after.st_mtime_ns, after.st_ino) == (before.st_mtime_ns, before.st_ino)
+
+
+@pytest.mark.parametrize("content", ["marker", "truncated"])
+def test_corrupt_or_foreign_file_is_regenerated_not_executed(cache_dir, tmp_path, content):
+    """A file with the right name but the wrong content is replaced and never executed."""
+    func = make_kernel(3.5 if content == "marker" else 4.5)
+    source = translate_source(func)
+    modname, stem = codecache.module_name("fill", source)
+    sys.modules.pop(modname, None)
+    marker = tmp_path / "was_executed"
+    cache_dir.mkdir(mode=0o700)
+    path = cache_dir / f"{stem}.py"
+    if content == "marker":
+        path.write_text(f"open({str(marker)!r}, 'w').write('x')\nraise SystemExit(3)\n")
+    else:
+        path.write_text(source[: len(source) // 2])
+    prog = build_program(func)
+    assert not marker.exists()
+    assert path.read_text() == source
+    a = np.zeros(5)
+    prog.serial(1, 1, 1, 8, 1, 1, a)
+    assert (a == (3.5 if content == "marker" else 4.5)).all()
+
+
+def test_unsafe_cache_dir_is_not_used(cache_dir):
+    """A group/world-writable cache dir is refused: a private temp dir is used, with a warning."""
+    cache_dir.mkdir()
+    os.chmod(cache_dir, 0o777)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        prog = build_program(make_kernel(5.5))
+    assert not prog.path.startswith(str(cache_dir))
+    assert stat.S_IMODE(os.stat(os.path.dirname(prog.path)).st_mode) == 0o700
+    assert any("writable by group or others" in str(w.message) for w in caught)
+    assert os.listdir(cache_dir) == []
+
+
+def test_concurrent_writers_never_tear_the_file(cache_dir):
+    """Many threads publishing the same text end with one intact file (link/replace, no
+    partial writes)."""
+    import threading
+    cache_dir.mkdir(mode=0o700)
+    path = cache_dir / "k_0123456789abcdef.py"
+    data = ("x = 1\n" * 20000).encode()
+    errors = []
+
+    def writer():
+        try:
+            codecache.ensure_file(path, data)
+        except Exception as exc:          # pragma: no cover - reported below
+            errors.append(exc)
+    threads = [threading.Thread(target=writer) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert path.read_bytes() == data
+    assert [p for p in os.listdir(cache_dir) if p.startswith(".tmp-")] == []
+
+
+SCRIPT = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, {here!r})
+    import numpy as np
+    from numba import types
+    from numba_cube.backends.cpu.translate import build_program
+    import kernels_cases as K
+
+    prog = build_program(K.vec_add.py_func)
+    arr = types.Array(types.float64, 1, "C")
+    prog.serial.compile((types.int64,) * 6 + (arr, arr, arr))
+    a = np.arange(100.0); c = np.zeros(100)
+    prog.serial(2, 1, 1, 64, 1, 1, a, a, c)
+    assert (c == 2 * a).all()
+    print("HITS", sum(prog.serial.stats.cache_hits.values()), prog.path)
+""")
+
+
+def test_second_process_hits_numbas_cache(cache_dir, tmp_path):
+    """A second process loading the same generated module gets the compiled code from Numba's
+    on-disk cache (index file in <cache dir>/__pycache__, cache_hits > 0)."""
+    script = tmp_path / "child.py"
+    script.write_text(SCRIPT.format(here=HERE))
+    env = dict(os.environ, NUMBA_CUBE_CACHE_DIR=str(cache_dir))
+    env.pop("NUMBA_CACHE_DIR", None)
+    runs = [subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                           env=env, timeout=300) for _ in range(2)]
+    for r in runs:
+        assert r.returncode == 0, r.stderr[-2000:]
+    first, second = (r.stdout.split() for r in runs)
+    assert first[0] == "HITS" and first[1] == "0"
+    assert int(second[1]) > 0
+    assert first[2] == second[2]
+    index = [p for p in os.listdir(cache_dir / "__pycache__") if p.endswith(".nbi")]
+    assert any(p.startswith(os.path.basename(first[2])[:-3]) for p in index), index
