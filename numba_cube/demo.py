@@ -6,9 +6,10 @@ Three numba.cuda kernels, unchanged CUDA dialect, run on the chosen device:
 2. ``block_sum``  per-cube partial sums                (shared memory, syncthreads in a loop)
 3. ``histogram``  value histogram                      (cuda.atomic.add across cubes)
 
-Then the runtime's own features: a failure recorded on buffers and inherited downstream (and
-repaired), two threads on two streams ordered by the buffers they share, and a dry run that
-compiles without running. Every result is checked against NumPy.
+Then the runtime's own features: a dry run that compiles without running, a failure recorded on
+buffers and inherited downstream (and repaired), two threads on two streams ordered by the
+buffers they share, and a grid size computed on the device (a dynamic cube count). Every result is
+checked against NumPy.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import time
 import numpy as np
 from numba import cuda
 
-from . import dry_run, errors, kernel
+from . import CubeCount, dry_run, errors, kernel
 from .runtime.registry import client as get_client
 
 TPB = 256
@@ -65,6 +66,29 @@ def gather(idx, src, out):
     i = cuda.grid(1)
     if i < out.size:
         out[i] = src[idx[i]]
+
+
+@kernel
+def count_above(x, threshold, counter):
+    i = cuda.grid(1)
+    if i < x.size and x[i] > threshold:
+        cuda.atomic.add(counter, 0, 1)
+
+
+@kernel
+def grid_for(counter, tpb, count):
+    # Device work that writes the next launch's grid: three uint32 (x, y, z).
+    if cuda.grid(1) == 0:
+        count[0] = (counter[0] + tpb - 1) // tpb
+        count[1] = 1
+        count[2] = 1
+
+
+@kernel
+def iota_below(counter, out):
+    i = cuda.grid(1)
+    if i < counter[0] and i < out.size:
+        out[i] = i
 
 
 def _ms(seconds: float) -> str:
@@ -136,7 +160,19 @@ def run_demo(device: str = "cpu", n: int = 1 << 22) -> int:
     ordered = np.isclose(c.read(partial).sum(), x_host.sum())
     print(f"  two threads on two streams, inferred ordering   correct: {ordered}")
 
-    # 5. Launch overhead, warm.
+    # 5. A dynamic cube count: the grid size is computed on the device by earlier work.
+    counter = c.create(np.zeros(1, np.uint32))
+    count = c.create(np.zeros(3, np.uint32))
+    selected = c.create(np.full(n, -1.0))
+    c.launch(count_above, cubes, TPB, x, 1.5, counter)
+    c.launch(grid_for, 1, 1, counter, TPB, count)
+    c.launch(iota_below, CubeCount.dynamic(count), TPB, counter, selected)
+    k = int((x_host > 1.5).sum())
+    got = c.read(selected)
+    dyn_ok = np.array_equal(got[:k], np.arange(k)) and np.all(got[k:] == -1.0)
+    print(f"  dynamic cube count: {int(c.read(count)[0]):,} cubes for {k:,} selected   correct: {dyn_ok}")
+
+    # 6. Launch overhead, warm.
     tiny = c.create(np.zeros(32))
     c.launch(saxpy, 1, 32, 1.0, tiny, tiny)
     c.sync()
@@ -150,4 +186,4 @@ def run_demo(device: str = "cpu", n: int = 1 << 22) -> int:
     stats = c.server.stats
     print(f"\nserver stats: {stats['launched']} launches, {stats['compiles']} compiles, "
           f"{stats['cache_hits']} cache hits, {stats['skipped']} skipped by the dry run")
-    return 0 if ok and repaired and ordered else 1
+    return 0 if ok and repaired and ordered and dyn_ok else 1

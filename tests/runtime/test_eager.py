@@ -1,0 +1,80 @@
+"""The numba-style launch ``kernel[count, dim](*numpy_arrays)`` (api.md "Kernels")."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numba import cuda
+
+import numba_cube as cube
+
+
+def _plain_axpy(a, x, y, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a * x[i] + y[i]
+
+
+existing = cuda.jit(_plain_axpy)          # an existing numba.cuda dispatcher
+axpy = cube.kernel(existing)
+
+
+@cube.kernel
+def gather(idx, src, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = src[idx[i]]
+
+
+def test_existing_cuda_jit_dispatcher_is_accepted():
+    """cube.kernel(cuda.jit(f)) takes the dispatcher's Python function: same id as cube.kernel(f)."""
+    assert axpy.py_func is _plain_axpy
+    assert axpy.id == cube.kernel(_plain_axpy).id
+    assert axpy.params == ("a", "x", "y", "out")
+
+
+def test_host_arrays_copied_in_and_written_arrays_back():
+    """Host arrays are copied in, the launch runs, and the arrays the kernel writes are copied
+    back into the caller's arrays; inputs are left alone."""
+    rng = np.random.default_rng()
+    x, y = rng.standard_normal(1000), rng.standard_normal(1000)
+    x0, y0 = x.copy(), y.copy()
+    out = np.zeros(1000)
+    with cube.client("cpu"):
+        axpy[4, 256](3.0, x, y, out)
+    np.testing.assert_allclose(out, 3.0 * x0 + y0)
+    np.testing.assert_array_equal(x, x0)
+    np.testing.assert_array_equal(y, y0)
+
+
+def test_use_sets_the_process_default_client():
+    """cube.use(client) makes kernel[...] launch on that client."""
+    cube.use(cube.client("cpu:3"))
+    try:
+        out = np.zeros(64)
+        axpy[1, 64](1.0, np.ones(64), np.ones(64), out)
+        np.testing.assert_array_equal(out, np.full(64, 2.0))
+        assert cube.client("cpu:3").server.stats["launched"] >= 1
+    finally:
+        cube.use(None)
+
+
+def test_failure_raises_at_the_call():
+    """A failing eager launch raises LaunchFailure right there (the copy-back is the read), and
+    the caller's output array is left as it was."""
+    checked = cube.client("cpu", boundscheck=True)
+    out = np.full(4, -1.0)
+    with checked, pytest.raises(cube.LaunchFailure) as info:
+        gather[1, 32](np.array([0, 1, 2, 99]), np.arange(8.0), out)
+    assert isinstance(info.value.root, IndexError)
+    np.testing.assert_array_equal(out, np.full(4, -1.0))
+
+
+def test_handles_can_be_mixed_in():
+    """Handles pass through a numba-style launch untouched (no copy back into them is needed)."""
+    client = cube.client("cpu")
+    x = client.create(np.arange(32.0))
+    out = np.zeros(32)
+    with client:
+        axpy[1, 32](2.0, x, np.ones(32), out)
+    np.testing.assert_array_equal(out, 2.0 * np.arange(32.0) + 1.0)
