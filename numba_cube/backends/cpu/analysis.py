@@ -29,7 +29,7 @@ from collections import Counter
 
 import numpy as np
 
-from numba_cube.backends.cpu.lowering import HIDDEN_IDS, NONNEG, UNIFORM_IDS
+from numba_cube.backends.cpu.hidden import HIDDEN_IDS, NONNEG
 
 #: builtins without side effects that uniform/rematerialised expressions may call
 PURE_BUILTINS = frozenset({"min", "max", "abs", "int", "float", "bool", "len", "round", "divmod",

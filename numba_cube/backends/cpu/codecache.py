@@ -40,7 +40,7 @@ from pathlib import Path
 ENV_VAR = "NUMBA_CUBE_CACHE_DIR"
 MODULE_PREFIX = "numba_cube_gen_"
 
-_lock = threading.Lock()
+_lock = threading.RLock()      # load_module holds it while cache_dir() may fall back
 _fallbacks: dict[str, Path] = {}     # refused directory -> private temp dir used instead
 
 

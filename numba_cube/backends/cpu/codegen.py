@@ -5,13 +5,15 @@ same module, so that editing a device function changes the module's hash: Numba'
 notice changes in *other* files). Each kernel is printed twice:
 
 - ``<name>__par``: ``njit(parallel=True)``, ``prange`` over worker chunks;
-- ``<name>__ser``: ``njit(parallel=False)``, the same loops with ``range``, for small launches
+- ``<name>__ser``: ``njit(parallel=False)``, the same work in one piece, for small launches
   (a small ``prange`` call can cost milliseconds of thread wake-up; research section 6).
 
-Both call one ``<name>__chunk`` function that runs a contiguous piece of the launch, so the
-heavy body is compiled once and Numba's parfor passes only see a one-line ``prange`` loop (which
-keeps compile times down). They are two functions rather than two dispatchers of one function
-because Numba's cache index is keyed by function and signature, not by the ``parallel`` flag.
+They are two functions rather than two dispatchers of one function because Numba's cache index is
+keyed by function and signature, not by the ``parallel`` flag. Both call one ``<name>__chunk``
+function that runs a contiguous piece of the launch, so the heavy body is compiled once and
+Numba's parfor passes only see a one-line ``prange`` loop (which keeps compile times down; Numba
+still re-optimises the linked body in each caller). Kernels that can raise get a
+``<name>__guard`` wrapper around the chunk in the parallel variant (``Unit._guarded_parallel``).
 
 The kernel takes ``(__gdx, __gdy, __gdz, __bdx, __bdy, __bdz, *kernel_params)``. Kernels with
 barriers or shared memory use the cube-by-cube shape of ``fission.py``; the others the flat shape
@@ -38,8 +40,9 @@ from numba_cube.backends.cpu.analysis import Purity, remat_definitions, uniform_
 from numba_cube.backends.cpu.fission import CubeKernel
 from numba_cube.backends.cpu.flatten import FlatKernel
 from numba_cube.backends.cpu.frontend import SourceFunction, load_function
-from numba_cube.backends.cpu.lowering import (HIDDEN_IDS, LINEAR_TID, NONNEG, UNIFORM_IDS,
-                                              Lowerer, Lowered, contains_barrier)
+from numba_cube.backends.cpu.hidden import (ACC_PREFIX, HIDDEN_IDS, LINEAR_TID, NONNEG,
+                                           UNIFORM_IDS, contains_barrier)
+from numba_cube.backends.cpu.lowering import Lowered, Lowerer
 from numba_cube.backends.cpu.plan import build_plan, cube_level_lists, is_cube_control
 from numba_cube.backends.cpu.unitcode import Writer
 
@@ -125,8 +128,7 @@ class Unit:
         kernel_needs = set(kernel.hidden_used).union(
             *(needs[id(c.py_func)] for _, c in kernel.device_calls))
 
-        module_objects = dict(self.env._names)
-        purity = Purity(self.kernel_fn.local_names | set(kernel.params), module_objects)
+        purity = Purity(self.kernel_fn.local_names | set(kernel.params), self.env.objects)
         has_barrier = any(contains_barrier(s) for s in kernel.body)
         if has_barrier or kernel.shared:
             self.shape = "cube"
@@ -206,7 +208,10 @@ class Unit:
         w.line()
 
     def _cube_kernel(self, kernel: Lowered, purity: Purity) -> CubeKernel:
-        seed = set(UNIFORM_IDS) | set(kernel.params)
+        # the syncthreads_count/and/or counters are cube-level by construction
+        counters = {n.id for s in kernel.body for n in ast.walk(s)
+                    if isinstance(n, ast.Name) and n.id.startswith(ACC_PREFIX)}
+        seed = set(UNIFORM_IDS) | set(kernel.params) | counters
         lists = cube_level_lists(kernel.body)
         uniform = uniform_names(lists, kernel.body, seed, purity, is_cube_control)
         plan, regions = build_plan(self.kernel_fn, kernel.body, uniform, purity)
@@ -234,7 +239,7 @@ class Unit:
         w.line("from numba import njit as __njit, prange as __prange")
         w.line(f"from numba_cube.backends.cpu.support import assume_nonneg as {NONNEG}, "
                "bound_lt as __bound_lt, bound_le as __bound_le, bound_gt as __bound_gt, "
-               "bound_ge as __bound_ge")
+               "bound_ge as __bound_ge, replica as __replica")
         for line in sorted(self.env.helpers.values()):
             w.line(line)
         for line in self.env.header:

@@ -12,14 +12,16 @@ Shape of the generated chunk function (``shared/research/cpu-kernels.md`` sectio
 Allocating per *chunk* (a few per worker) instead of per cube saves an NRT allocation per cube;
 shared memory is uninitialised in CUDA anyway, so reusing it across the chunk's cubes is fine.
 
-A per-unit name live across a region boundary is kept in a ``[units]`` replica array ``x__r``.
-Its dtype is not known before Numba's type inference, so the first store of a chunk allocates it
-with ``np.full(__nt, x)`` (typed from the value) and parks it in a list ``x__l`` (created empty
-at chunk level: Numba refines an empty list's type from its first ``append``, and a name defined
-at chunk level is defined for every later use in source order, which Numba's bytecode analysis
-requires). ``x__ok`` says whether the array exists yet. Names that are pure functions of
-thread/block ids are recomputed instead (``analysis.remat_definitions``), and local arrays that
-outlive a region get one slice per unit (``x__r[__tid]``).
+A per-unit name live across a region boundary is kept in a ``[units]`` replica ``x__r``. Its type
+is not known before Numba's type inference, so the first store of a chunk allocates it with
+``support.replica(__nt, x)`` (typed from the value: ``np.full`` for numbers, a list for arrays and
+tuples) and parks it in a list ``x__l``. That list is created empty at chunk level: Numba refines
+an empty list's type from its first ``append``, and a name defined at chunk level is defined for
+every later use in source order, which Numba's bytecode analysis requires. ``x__ok`` says whether
+the replica exists yet; regions that run after a top-level region storing ``x`` skip that test.
+Names that are pure functions of thread/block ids are recomputed instead
+(``analysis.remat_definitions``), and local arrays that outlive a region get one slice per unit
+(``x__r[__tid]``).
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from __future__ import annotations
 import ast
 
 from numba_cube.backends.cpu.analysis import stores
-from numba_cube.backends.cpu.lowering import HIDDEN_IDS, Lowered
+from numba_cube.backends.cpu.hidden import HIDDEN_IDS
+from numba_cube.backends.cpu.lowering import Lowered
 from numba_cube.backends.cpu.plan import Ctrl, Flow, Region, Uniform
 from numba_cube.backends.cpu.unitcode import (RET_FLAG, Writer, lower_returns, parse_stmts,
                                               replace_local_markers)
@@ -69,6 +72,25 @@ class CubeKernel:
                                f"use of {name!r} before assignment across a barrier", node)
         self.has_exit = any(isinstance(n, ast.Return) for r in regions for s in r.code
                             for n in ast.walk(s))
+        self.allocated = self._certainly_allocated(plan)
+
+    def _certainly_allocated(self, plan) -> dict[int, set[str]]:
+        """Region index -> replica arrays certainly allocated before that region runs.
+
+        A region at the top of the plan runs for every cube, and its unit loop stores each of its
+        saved names for every unit that has not exited; so every region after it may load and
+        store those names without the ``x__ok`` test (if all units exited, no later unit runs).
+        Dropping the test from the hot loop matters: the allocation path in it keeps LLVM from
+        treating the replica's data pointer as loop-invariant.
+        """
+        out: dict[int, set[str]] = {}
+        certain: set[str] = set()
+        for item in plan:
+            for r in _regions_in(item):
+                out[r.index] = set(certain)
+            if isinstance(item, Region):
+                certain |= set(self.stores[item.index])
+        return out
 
     # ---- printing ---------------------------------------------------------------------------
 
@@ -153,15 +175,22 @@ class CubeKernel:
                     self._remat(w, region.live_in, _mentioned(code))
                     for name in sorted(region.live_in & self.local_replicated & _mentioned(code)):
                         w.line(f"{name} = {name}__r[__tid]")
+                    allocated = self.allocated[region.index]
                     for name in loads:
+                        if name in allocated:
+                            w.line(f"{name} = {name}__r[__tid]")
+                            continue
                         with w.indent(f"if {name}__ok:"):
                             w.line(f"{name} = {name}__r[__tid]")
                     w.code(code)
                     for name in stores_:
+                        if name in allocated:
+                            w.line(f"{name}__r[__tid] = {name}")
+                            continue
                         with w.indent(f"if {name}__ok:"):
                             w.line(f"{name}__r[__tid] = {name}")
                         with w.indent("else:"):
-                            w.line(f"{name}__l.append(__np.full(__nt, {name}))")
+                            w.line(f"{name}__l.append(__replica(__nt, {name}))")
                             w.line(f"{name}__r = {name}__l[0]")
                             w.line(f"{name}__ok = True")
 
@@ -181,6 +210,14 @@ class CubeKernel:
 
         for name in sorted(live_in & set(self.remat) & mentioned):
             emit(name)
+
+
+def _regions_in(item) -> list[Region]:
+    if isinstance(item, Region):
+        return [item]
+    if isinstance(item, Ctrl):
+        return [r for sub in item.body + item.orelse for r in _regions_in(sub)]
+    return []
 
 
 def _mentioned(code) -> set[str]:

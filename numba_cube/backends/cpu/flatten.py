@@ -29,7 +29,8 @@ import ast
 import copy
 
 from numba_cube.backends.cpu.analysis import Purity, assignment_sources, store_counts
-from numba_cube.backends.cpu.lowering import BLOCK_DIMS, BLOCK_IDS, GRID_DIMS, NONNEG, Lowered
+from numba_cube.backends.cpu.hidden import BLOCK_DIMS, BLOCK_IDS, GRID_DIMS, NONNEG
+from numba_cube.backends.cpu.lowering import Lowered
 from numba_cube.backends.cpu.unitcode import (RET_FLAG, Writer, lower_returns,
                                               replace_local_markers)
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from numba_cube.backends.cpu.analysis import (Liveness, Purity, assignment_sources,
                                               crossing_flow, loads, stores)
 from numba_cube.backends.cpu.frontend import SourceFunction
-from numba_cube.backends.cpu.lowering import _is_barrier, contains_barrier
+from numba_cube.backends.cpu.hidden import ACC_PREFIX, contains_barrier, is_barrier
 
 
 @dataclass
@@ -85,12 +85,19 @@ class Splitter:
 
     def _uniform_stmt(self, s) -> bool:
         src = assignment_sources(s)
-        return bool(src) and all(name in self.uniform for name, _ in src)
+        if not src:
+            return False
+        for name, e in src:
+            if name not in self.uniform:
+                return False
+            if name.startswith(ACC_PREFIX) and name in loads(e):
+                return False        # a syncthreads_count/and/or counter counting units
+        return True
 
     def _check_uniform(self, stmt, expr, what):
         if self.purity.expr(expr, self.uniform):
             return
-        barrier = next((n for n in ast.walk(stmt) if isinstance(n, ast.stmt) and _is_barrier(n)),
+        barrier = next((n for n in ast.walk(stmt) if isinstance(n, ast.stmt) and is_barrier(n)),
                        None)
         cond_line = self.fn.user_line(stmt)
         if barrier is not None:
@@ -122,7 +129,7 @@ class Splitter:
                 cur.clear()
 
         for s in stmts:
-            if _is_barrier(s):
+            if is_barrier(s):
                 flush()
             elif isinstance(s, (ast.Break, ast.Continue)):
                 flush()

@@ -123,6 +123,11 @@ class ModuleEnv:
         self.constants: list[str] = []             # module-level constant definitions
         self.helpers: dict[str, str] = {}          # hidden alias -> import line
 
+    @property
+    def objects(self) -> dict[str, object]:
+        """Module-level name -> the object it denotes (for purity checks)."""
+        return dict(self._names)
+
     # hidden helpers the translator itself uses (atomics, support functions)
     def helper(self, module: str, name: str, alias: str) -> str:
         self.helpers.setdefault(alias, f"from {module} import {name} as {alias}")

@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic, overload
 
-__all__ = ["assume_nonneg", "bound_lt", "bound_le", "bound_gt", "bound_ge"]
+__all__ = ["assume_nonneg", "bound_lt", "bound_le", "bound_gt", "bound_ge", "replica"]
 
 # Far enough from the int64 limits that "bound - offset" cannot overflow for any real launch.
 _HUGE = 1 << 62
@@ -104,3 +105,18 @@ def bound_ge(lo):
 
 for _fn, _kind in ((bound_lt, "lt"), (bound_le, "le"), (bound_gt, "gt"), (bound_ge, "ge")):
     overload(_fn)(_bound_impl(_kind))
+
+
+def replica(n, x):
+    """``n`` slots typed like ``x``, all holding ``x`` (nopython only)."""
+    raise NotImplementedError("replica is only callable from Numba-compiled code")
+
+
+@overload(replica)
+def _replica_impl(n, x):
+    if isinstance(x, (types.Number, types.Boolean)):
+        return lambda n, x: np.full(n, x)
+
+    def impl(n, x):
+        return [x] * n
+    return impl

@@ -11,7 +11,15 @@
 The geometry comes first, as six int64 values; then the kernel's own arguments in their order
 (C-contiguous NumPy arrays of any dtype/ndim, and scalars). To compile without running (dry runs)
 call ``prog.parallel.compile((numba.types.int64,) * 6 + argtypes)``; with ``cache=True`` that
-compile is served from Numba's on-disk cache when possible.
+compile is served from Numba's on-disk cache when possible. The two variants share one compiled
+"chunk" function, so compiling the second one after the first is cheaper.
+
+Exceptions: the serial variant raises what the kernel raises (``IndexError`` with
+``boundscheck=True``). Numba does not propagate exceptions out of a parallel region, so for kernels
+that can raise (``boundscheck=True``, or a ``raise``/``assert`` in the kernel or a device function)
+the parallel variant catches per chunk and re-runs a failed chunk serially to raise the real
+exception; other exceptions (e.g. from a NumPy call inside a kernel) may not surface from the
+parallel variant.
 
 How a kernel is translated (details in the modules named):
 
@@ -46,21 +54,24 @@ SUPPORTED = """\
 Supported: cuda.threadIdx/blockIdx/blockDim/gridDim .x/.y/.z; cuda.grid(n) and cuda.gridsize(n)
 for n = 1, 2, 3 (tuples for 2 and 3); cuda.warpsize (32), cuda.laneid; cuda.syncthreads() and
 cuda.syncwarp() at kernel level or inside if/while/for with cube-uniform conditions (deep
-fission); cuda.shared.array (per cube) and cuda.local.array (per unit) with constant shapes and
-NumPy/Numba scalar dtypes; cuda.const.array_like; cuda.atomic.add/sub/max/min/nanmax/nanmin/exch/
-cas/compare_and_swap/and_/or_/xor/inc/dec (real CPU atomics on global arrays, plain
-read-modify-write on shared/local arrays); cuda.threadfence*() and cuda.nanosleep() (no-ops);
-cuda.selp, cuda.fma, cuda.cbrt; early return (with barriers: later regions skip exited units);
-device functions (cuda.jit(device=True), with or without signature, and numba njit functions),
-recursively, translated into the same module; math.*, NumPy functions and scalar types; global
-scalar/tuple constants and small global arrays frozen into the generated text.
+fission); 'x = cuda.syncthreads_count/and/or(p)' statements (x is then cube-uniform);
+cuda.shared.array (per cube) and cuda.local.array (per unit) with constant shapes and NumPy/Numba
+scalar dtypes; cuda.const.array_like; cuda.atomic.add/sub/max/min/nanmax/nanmin/exch/cas/
+compare_and_swap/and_/or_/xor/inc/dec (real CPU atomics on global arrays, plain read-modify-write
+on shared/local arrays); cuda.threadfence*() and cuda.nanosleep() (no-ops); cuda.selp, cuda.fma,
+cuda.cbrt; early return (with barriers: later regions skip exited units); per-unit values of any
+type (numbers, array views, tuples) live across barriers; device functions (cuda.jit(device=True),
+with or without signature, and numba njit functions), recursively, translated into the same
+module; math.*, NumPy functions and scalar types; global scalar/tuple constants and small global
+arrays frozen into the generated text; the numba.cuda simulator's module.
 
 Refused with CompileError (construct + line): a barrier under unit-dependent control flow;
 break/continue that would leave a loop containing a barrier under a unit-dependent condition;
 barriers or cuda.shared.array inside device functions; warp shuffles/votes/ballots/match,
-cooperative groups and grid sync, syncthreads_count/and/or, dynamic shared memory; with/try/
-lambda/nested def/global/nonlocal/yield/:=/del; kernels returning a value; missing source;
-identifiers containing '__' (reserved for generated names).
+cooperative groups and grid sync, syncthreads_count/and/or inside expressions, dynamic shared
+memory, other CUDA builtins (popc, brev, fp16, ...); with/try/lambda/nested def/global/nonlocal/
+yield/:=/del; kernels returning a value; plain Python (non-jitted) function calls; missing
+source; identifiers containing '__' (reserved for generated names).
 """
 
 

@@ -19,7 +19,7 @@ import ast
 import copy
 from contextlib import contextmanager
 
-from numba_cube.backends.cpu.lowering import LOCAL_MARKER
+from numba_cube.backends.cpu.hidden import LOCAL_MARKER
 
 RET_FLAG = "__ret"
 

@@ -277,3 +277,65 @@ def imported_names(a, out):
     syncthreads()
     if i < a.size:
         out[i] = sm[blockDim.x - 1 - t]
+
+
+@cuda.jit
+def barrier_reductions(a, counts, flags):
+    """syncthreads_count/and/or; the result is cube-uniform and may steer a loop with barriers."""
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    v = a[i] if i < a.size else 0
+    n = cuda.syncthreads_count(v > 0)
+    every = cuda.syncthreads_and(v > 0)
+    some = cuda.syncthreads_or(v > 0)
+    rounds = 0
+    busy = cuda.syncthreads_or(v > 0)
+    while busy:
+        v -= 1
+        rounds += 1
+        busy = cuda.syncthreads_or(v > 0)
+    if t == 0:
+        counts[cuda.blockIdx.x] = n
+        flags[cuda.blockIdx.x, 0] = every
+        flags[cuda.blockIdx.x, 1] = some
+        flags[cuda.blockIdx.x, 2] = rounds
+
+
+@cuda.jit(device=True)
+def dev_local_sum(x, i):
+    """A device function with its own local array and an atomic on a global array."""
+    tmp = cuda.local.array(3, np.float64)
+    for k in range(3):
+        tmp[k] = x[i] * (k + 1)
+    return tmp[0] + tmp[1] + tmp[2]
+
+
+@cuda.jit
+def uniform_break(a, out, total, limit):
+    """A uniform `break` out of a loop with barriers; block-level values computed after a barrier."""
+    sm = cuda.shared.array(TPB, np.float64)
+    t = cuda.threadIdx.x
+    base = cuda.blockIdx.x * cuda.blockDim.x
+    acc = 0.0
+    for k in range(1000):
+        sm[t] = a[(base + t + k) % a.size]
+        cuda.syncthreads()
+        if k >= limit:
+            break
+        acc += sm[(t + 1) % cuda.blockDim.x]
+        cuda.syncthreads()
+    out[base + t] = acc + dev_local_sum(a, base + t)
+    cuda.atomic.add(total, 0, 1)
+
+
+@cuda.jit
+def row_view_across_barrier(A, out):
+    """A per-unit array view (not a number) lives across a barrier."""
+    sm = cuda.shared.array(TPB, float64)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    row = A[i % A.shape[0]]
+    sm[t] = row[0]
+    cuda.syncthreads()
+    if i < out.size:
+        out[i] = row[1] + sm[(t + 1) % cuda.blockDim.x]

@@ -5,8 +5,6 @@ directly with ``(grid_x, grid_y, grid_z, block_x, block_y, block_z, *args)``, co
 NumPy on fresh random inputs. Programs are built once per module (Numba compiles are 1-5 s).
 """
 
-import ast
-import inspect
 import os
 
 import numpy as np
@@ -249,6 +247,48 @@ def test_names_imported_from_numba_cuda(variant, rng):
     out = np.zeros_like(a)
     launch(prog(K.imported_names), variant, (2,), (K.TPB,), a, out)
     np.testing.assert_allclose(out, a.reshape(2, K.TPB)[:, ::-1].ravel())
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_barrier_reductions(variant, rng):
+    """syncthreads_count/and/or count the units of the cube; the result is uniform and can
+    steer a loop that contains barriers (here: rounds until every unit's counter is zero)."""
+    a = rng.integers(-2, 5, 3 * 32 - 7)
+    a[32:64] = np.abs(a[32:64]) + 1                 # cube 1: every predicate true
+    counts, flags = np.zeros(3, np.int64), np.zeros((3, 3), np.int64)
+    launch(prog(K.barrier_reductions), variant, (3,), (32,), a, counts, flags)
+    padded = np.concatenate([a, np.zeros(7, a.dtype)]).reshape(3, 32)
+    np.testing.assert_array_equal(counts, (padded > 0).sum(axis=1))
+    np.testing.assert_array_equal(flags[:, 0], (padded > 0).all(axis=1))
+    np.testing.assert_array_equal(flags[:, 1], (padded > 0).any(axis=1))
+    np.testing.assert_array_equal(flags[:, 2], np.maximum(padded.max(axis=1), 0))
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_uniform_break_out_of_barrier_loop(variant, rng):
+    """`if k >= limit: break` (uniform) inside a loop with barriers runs at cube level; device
+    functions with local arrays and atomics work from a fission kernel."""
+    n = 2 * K.TPB
+    a = rng.random(n)
+    out, total = np.zeros(n), np.zeros(1, np.int64)
+    launch(prog(K.uniform_break), variant, (2,), (K.TPB,), a, out, total, 5)
+    ref = np.zeros(n)
+    for i in range(n):
+        base, t = i - i % K.TPB, i % K.TPB
+        for k in range(5):
+            ref[i] += a[(base + (t + 1) % K.TPB + k) % n]
+    np.testing.assert_allclose(out, ref + 6 * a)
+    assert total[0] == n
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_array_view_across_barrier(variant, rng):
+    """A per-unit value that is an array view (not a number) is kept across a barrier."""
+    A = rng.random((10, 2))
+    out = np.zeros(K.TPB)
+    launch(prog(K.row_view_across_barrier), variant, (1,), (K.TPB,), A, out)
+    i = np.arange(K.TPB)
+    np.testing.assert_allclose(out, A[i % 10, 1] + A[(i + 1) % K.TPB % 10, 0])
 
 
 # ---- shape of the generated code -------------------------------------------------------------

@@ -146,6 +146,7 @@ def returns_value(a):
 
 
 def test_kernel_returning_a_value_refused():
+    """Kernels return nothing in CUDA; `return <value>` in a kernel is refused."""
     err = refused(returns_value)
     check(err, returns_value, "return a[0]", "return with a value")
 
@@ -157,6 +158,7 @@ def dynamic_shared(a):
 
 
 def test_dynamic_shared_memory_refused():
+    """`cuda.shared.array(0, ...)` (dynamic shared memory) is refused."""
     err = refused(dynamic_shared)
     check(err, dynamic_shared, "shared.array(0", "dynamic cuda.shared.array")
 
@@ -170,6 +172,7 @@ def uses_try(a):
 
 
 def test_try_statement_refused():
+    """Python constructs the generated loops cannot host (here `try`) are refused by name."""
     err = refused(uses_try)
     check(err, uses_try, "try:", "'try' statement")
 
@@ -187,15 +190,27 @@ def test_reserved_identifier_refused():
 
 
 @cuda.jit
-def barrier_count(a):
-    c = cuda.syncthreads_count(a[cuda.threadIdx.x] > 0)
-    a[0] = c
+def popcount(a):
+    a[0] = cuda.popc(a[1])
 
 
 def test_unsupported_cuda_builtin_is_named():
     """Any CUDA builtin the backend lacks is refused under its own name."""
-    err = refused(barrier_count)
-    check(err, barrier_count, "syncthreads_count", "cuda.syncthreads_count")
+    err = refused(popcount)
+    check(err, popcount, "cuda.popc", "cuda.popc")
+
+
+@cuda.jit
+def barrier_reduction_in_condition(a):
+    while cuda.syncthreads_or(a[cuda.threadIdx.x] > 0):
+        a[cuda.threadIdx.x] -= 1
+
+
+def test_barrier_reduction_inside_an_expression_is_refused():
+    """syncthreads_count/and/or are supported as `name = cuda.syncthreads_or(p)` statements
+    only, not inside a loop condition."""
+    err = refused(barrier_reduction_in_condition)
+    check(err, barrier_reduction_in_condition, "syncthreads_or", "cuda.syncthreads_or")
 
 
 def plain_python_helper(x):

@@ -1,0 +1,74 @@
+"""Names the translator introduces into generated code, and small helpers about them.
+
+Every such name contains ``__`` (user identifiers may not, see ``frontend.check_reserved``):
+
+- the unit's coordinates ``__tx/__ty/__tz`` (loop variables), its cube ``__bx/__by/__bz``, the
+  launch geometry ``__bdx..`` / ``__gdx..`` (parameters of every generated kernel) and the unit's
+  linear index in its cube ``__tid``;
+- markers the lowering leaves for later passes: the barrier statement ``__syncthreads()``, local
+  array declarations ``x = __local__('x')``, the counters ``__sacc<k>`` of syncthreads_count/and/or;
+- ``__nn(x)``: ``support.assume_nonneg``, wrapped around index arithmetic that is non-negative by
+  construction (``NonNegWrapper``), so that Numba's negative-index wraparound folds away and thread
+  loops vectorize.
+"""
+
+from __future__ import annotations
+
+import ast
+
+DIMS = ("x", "y", "z")
+THREAD_IDS = ("__tx", "__ty", "__tz")
+BLOCK_IDS = ("__bx", "__by", "__bz")
+BLOCK_DIMS = ("__bdx", "__bdy", "__bdz")
+GRID_DIMS = ("__gdx", "__gdy", "__gdz")
+LINEAR_TID = "__tid"
+#: every hidden id a lowered body may mention, in the canonical order used for device parameters
+HIDDEN_IDS = THREAD_IDS + BLOCK_IDS + BLOCK_DIMS + GRID_DIMS + (LINEAR_TID,)
+#: hidden ids with the same value for every unit of a cube
+UNIFORM_IDS = frozenset(BLOCK_IDS + BLOCK_DIMS + GRID_DIMS)
+
+BARRIER = "__syncthreads"
+LOCAL_MARKER = "__local__"
+NONNEG = "__nn"
+
+#: prefix of the cube-level counters behind syncthreads_count/and/or (always uniform)
+ACC_PREFIX = "__sacc"
+
+
+def is_barrier(stmt: ast.stmt) -> bool:
+    """Is ``stmt`` the lowered barrier ``__syncthreads()``?"""
+    return (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
+            and isinstance(stmt.value.func, ast.Name) and stmt.value.func.id == BARRIER)
+
+
+def contains_barrier(node: ast.AST) -> bool:
+    return any(is_barrier(n) for n in ast.walk(node) if isinstance(n, ast.stmt))
+
+
+class NonNegWrapper(ast.NodeTransformer):
+    """Wrap maximal ``+``/``*`` trees of hidden ids and non-negative int literals in ``__nn``.
+
+    Such values are >= 0 by construction; telling LLVM so removes Numba's negative-index
+    wraparound and lets thread loops vectorize (see ``support.assume_nonneg``).
+    """
+
+    def visit_BinOp(self, node):
+        if _nonneg_tree(node):
+            return ast.copy_location(ast.Call(ast.Name(NONNEG, ast.Load()), [node], []), node)
+        return self.generic_visit(node)
+
+    def visit_Call(self, node):
+        if isinstance(node.func, ast.Name) and node.func.id == NONNEG:
+            return node              # already wrapped (cuda.grid)
+        return self.generic_visit(node)
+
+
+def _nonneg_tree(node) -> bool:
+    if isinstance(node, ast.BinOp):
+        return isinstance(node.op, (ast.Add, ast.Mult)) and _nonneg_tree(
+            node.left) and _nonneg_tree(node.right)
+    if isinstance(node, ast.Name):
+        return node.id in HIDDEN_IDS
+    if isinstance(node, ast.Call):
+        return isinstance(node.func, ast.Name) and node.func.id == NONNEG
+    return isinstance(node, ast.Constant) and type(node.value) is int and node.value >= 0
