@@ -6,6 +6,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import uuid
 
 import numpy as np
 import pytest
@@ -38,10 +39,7 @@ def broken(x, out):
         out[i] = x[i].no_such_attribute        # does not compile
 
 
-@pytest.fixture(autouse=True)
-def private_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("NUMBA_CUBE_CACHE_DIR", str(tmp_path))
-    return tmp_path
+RUN = uuid.uuid4().hex[:8]   # tuner names unique per run: results persist on disk across runs
 
 
 def make_tuner(name="scale"):
@@ -54,7 +52,7 @@ def make_tuner(name="scale"):
     def failing(client, x, out):
         client.launch(broken, (out.size + 127) // 128, 128, x, out)
 
-    return cube.Tuner(name, {"fast": fast, "slow": slow, "failing": failing},
+    return cube.Tuner(f"{name}-{RUN}", {"fast": fast, "slow": slow, "failing": failing},
                       key=lambda x, out: cube.pow2_bucket(out.size), samples=3)
 
 
@@ -114,21 +112,22 @@ def test_tuning_inside_dry_run_measures_for_real_and_runs_nothing():
     np.testing.assert_array_equal(client.read(out), np.zeros(1024))   # the real call was skipped
 
 
-def test_results_persist_across_processes(private_cache):
+def test_results_persist_across_processes():
     """Results are stored on disk keyed by device, tuner, candidate set and key: a new process
     does not tune again. NUMBA_CUBE_AUTOTUNE_CACHE=0 turns persistence off."""
     script = textwrap.dedent(f"""
         import sys
         sys.path.insert(0, {str(__import__('pathlib').Path(__file__).parent)!r})
         import numpy as np, numba_cube as cube
-        from test_autotune import make_tuner
+        import test_autotune
+        test_autotune.RUN = {RUN!r}
         c = cube.client("cpu")
-        t = make_tuner("persist")
+        t = test_autotune.make_tuner("persist")
         x, out = c.create(np.ones(512)), c.create(np.zeros(512))
         t(c, x, out)
         print("FROM_CACHE", t.result(c, x, out).from_cache)
     """)
-    env = {**__import__("os").environ, "NUMBA_CUBE_CACHE_DIR": str(private_cache)}
+    env = dict(__import__("os").environ)
     runs = [subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env,
                            timeout=300) for _ in range(2)]
     for r in runs:
