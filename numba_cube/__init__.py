@@ -24,6 +24,8 @@ Every public name is re-exported here explicitly; ``__all__`` is the contract (a
 
 from __future__ import annotations
 
+import logging as _logging
+
 from .autotune import Tuner, TuneResult, autotune, pow2_bucket
 from .backends.base import BACKEND_API_VERSION
 from .errors import (BackendNotFound, CaptureError, CompileError, CubeError, DeviceFault,
@@ -40,6 +42,9 @@ from .runtime.registry import backends, client, use
 from .runtime.streams import StreamId, stream
 
 __version__ = "0.1.0"
+
+# A library logs, it does not configure logging: the application decides where records go.
+_logging.getLogger("numba_cube").addHandler(_logging.NullHandler())
 
 __all__ = [
     "__version__",

@@ -14,6 +14,13 @@ changes. A bad value warns once and falls back to the default instead of breakin
 | NUMBA_CUBE_AUTOTUNE_CACHE | 0 turns the on-disk autotune cache off | 1 |
 | NUMBA_CUBE_DISABLE_PLUGIN_AUTOLOAD | 1 skips entry-point plugins | 0 |
 | NUMBA_CUBE_PROFILE_LOG | 1 logs every kernel's duration (logger ``numba_cube.profile``) | 0 |
+| NUMBA_CUBE_CUDA_DYNAMIC_COUNT | CUDA dynamic counts: ``auto`` (device-count kernel where possible) or ``readback`` | auto |
+
+Plugins read their own ``NUMBA_CUBE_*`` variables through the same functions and ``declare()``
+them (e.g. ``NUMBA_CUBE_TRACE`` of the ``numba_cube_trace`` plugin), so that ``python -m
+numba_cube info`` can tell a plugin's variable from a misspelt one (``unknown()``).
+
+Booleans accept ``1/0``, ``true/false``, ``yes/no``, ``on/off`` (any case); integers are decimal.
 """
 
 from __future__ import annotations
@@ -24,13 +31,18 @@ import tempfile
 import warnings
 from pathlib import Path
 
-__all__ = ["get_bool", "get_int", "get_str", "VARIABLES", "snapshot", "cache_root"]
+__all__ = ["get_bool", "get_int", "get_str", "VARIABLES", "declare", "known", "unknown", "snapshot",
+           "cache_root"]
+
+PREFIX = "NUMBA_CUBE_"
 
 VARIABLES = (
     "NUMBA_CUBE_DEVICE", "NUMBA_CUBE_CACHE_DIR", "NUMBA_CUBE_BOUNDSCHECK", "NUMBA_CUBE_MAX_TASKS",
     "NUMBA_CUBE_SERIAL_UNITS", "NUMBA_CUBE_DEPENDENCY_RULE", "NUMBA_CUBE_AUTOTUNE_CACHE",
-    "NUMBA_CUBE_DISABLE_PLUGIN_AUTOLOAD", "NUMBA_CUBE_PROFILE_LOG",
+    "NUMBA_CUBE_DISABLE_PLUGIN_AUTOLOAD", "NUMBA_CUBE_PROFILE_LOG", "NUMBA_CUBE_CUDA_DYNAMIC_COUNT",
 )
+
+_declared: dict[str, str] = {}  # variables declared by plugins -> who declared them
 
 _warned: set = set()
 
@@ -79,9 +91,31 @@ def get_int(name: str, default: int, minimum: int | None = None) -> int:
     return value
 
 
+def declare(name: str, owner: str) -> None:
+    """A plugin declares a ``NUMBA_CUBE_*`` variable it reads (``owner``: the plugin's name)."""
+    if not name.startswith(PREFIX):
+        raise ValueError(f"numba_cube variables start with {PREFIX}, got {name!r}")
+    _declared[name] = owner
+
+
+def known() -> dict[str, str]:
+    """Every variable numba_cube or a loaded plugin reads -> ``"numba_cube"`` or the plugin."""
+    out = {name: "numba_cube" for name in VARIABLES}
+    out.update(_declared)
+    return out
+
+
 def snapshot() -> dict:
-    """The ``NUMBA_CUBE_*`` variables that are set (for ``python -m numba_cube info``)."""
-    return {k: os.environ[k] for k in VARIABLES if k in os.environ}
+    """Every ``NUMBA_CUBE_*`` variable that is set, known or not (for ``python -m numba_cube
+    info``): a misspelt one is exactly what a user looking at this needs to see."""
+    return {k: os.environ[k] for k in sorted(os.environ) if k.startswith(PREFIX)}
+
+
+def unknown() -> list[str]:
+    """The ``NUMBA_CUBE_*`` variables that are set but that nothing reads (a typo, or a plugin
+    that is not loaded)."""
+    names = known()
+    return [k for k in snapshot() if k not in names]
 
 
 def cache_root() -> Path:

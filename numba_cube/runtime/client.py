@@ -235,9 +235,16 @@ class Client:
                     f"argument {name!r} is a NumPy array: pass a Handle (client.create(array)), or "
                     f"launch with kernel[count, dim](...) to copy host arrays in and out")
             else:
-                raise LaunchArgumentError(
-                    f"argument {name!r} of kernel {kernel.name} has unsupported type "
-                    f"{type(a).__name__}: pass a Handle, a NumPy scalar or a Python number")
+                # Seam for device backends: a foreign device array (e.g. one exposing
+                # __cuda_array_interface__) adopted without a copy. Only reached for types the
+                # branches above do not know, so it costs nothing on the usual path.
+                adopt = getattr(self.server, "adopt_foreign", None)
+                adopted = adopt(a) if adopt is not None else None
+                if adopted is None:
+                    raise LaunchArgumentError(
+                        f"argument {name!r} of kernel {kernel.name} has unsupported type "
+                        f"{type(a).__name__}: pass a Handle, a NumPy scalar or a Python number")
+                bound.append(self._own(adopted))
         return tuple(bound)
 
     # -- capture, profiling, exclusive use ------------------------------------------------------------

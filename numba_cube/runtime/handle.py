@@ -106,6 +106,18 @@ class Handle:
     def binding(self) -> Binding:
         return Binding(self._alloc.memory_id, self.offset, self.shape, self.dtype)
 
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        """The CUDA array interface (version 3, with its stream) of a handle of a CUDA device.
+
+        Asked of the server, so handles of other devices pay nothing for it; there it raises
+        ``AttributeError``, which is what ``hasattr`` and consumers expect of a non-CUDA array.
+        """
+        export = getattr(self._alloc.server, "cuda_array_interface", None)
+        if export is None:
+            raise AttributeError(f"handles of device {self.device} have no __cuda_array_interface__")
+        return export(self)
+
     # -- views ----------------------------------------------------------------------------------
     def __getitem__(self, key) -> "Handle":
         """Slice along the first axis: a contiguous view sharing memory (steps other than 1 are

@@ -144,11 +144,18 @@ def client(device: str | None = None, **options):
     if name == "cpu" and "boundscheck" not in options and config.get_bool("NUMBA_CUBE_BOUNDSCHECK"):
         options["boundscheck"] = True
     key = (canonical, tuple(sorted(options.items())))
+    c = _clients.get(key)  # the common case, without the lock (a dict read is atomic)
+    if c is not None:
+        return c
+    # Plugins load before the registry lock is taken: the plugin manager's lock is always taken
+    # first (it registers backends under it), so holding ours while waiting for it could deadlock
+    # against a thread that is loading plugins.
+    _ensure_plugins()
     with _lock:
         c = _clients.get(key)
         if c is not None:
             return c
-        infos = backend_infos()
+        infos = _factories
         info = infos.get(name)
         if info is None:
             raise BackendNotFound(f"no backend named {name!r}; registered: {sorted(infos)}")

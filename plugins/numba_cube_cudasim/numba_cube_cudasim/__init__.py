@@ -1,0 +1,61 @@
+"""numba_cube plugin: the ``cudasim`` debug backend (kernels on numba-cuda's CUDA simulator).
+
+This module is the plugin object named by the entry point (``pyproject.toml``)::
+
+    [project.entry-points.numba_cube]
+    cudasim = "numba_cube_cudasim"
+
+It implements one hook, ``numba_cube_register_backends``. Everything it registers is cheap to
+register: the simulator is imported by the factory, the first time ``cube.client("cudasim")``
+asks for a device, so ``import numba_cube`` and ``cube.backends()`` never pay for it.
+
+The mechanism is numba_cube's simulator backend (``numba_cube.backends.cuda.simulator``, what
+``cube.client("cuda")`` is under ``NUMBA_ENABLE_CUDASIM=1``) where this numba_cube has it, else
+this package's own ``backend.py``, the same design in one self-contained module (and the worked
+example of a ``HostBackend`` in numba_cube's README, "Writing a backend plugin"). ``cudasim``
+differs from ``cuda`` under the simulator in needing no environment variable: it can run next to
+the real ``cuda`` backend in one process, as a debugging twin.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numba_cube
+
+__all__ = ["available", "devices", "numba_cube_register_backends"]
+
+__version__ = "0.1.0"
+
+INSTALL_HINT = "pip install numba-cuda 'numpy<2.5'"
+
+
+def available() -> str | None:
+    """``None`` when the simulator can run, else why not. Cheap: finds, does not import."""
+    if importlib.util.find_spec("numba_cuda") is None:
+        return f"numba-cuda is not installed (the CUDA simulator comes with it): {INSTALL_HINT}"
+    return None
+
+
+def devices() -> list[str]:
+    """The devices ``python -m numba_cube info`` lists (any index works, as with ``cpu``)."""
+    return ["cudasim:0"]
+
+
+def _factory(index: int):
+    # Imported here, not at module level: the simulator pulls in numba and numba-cuda.
+    try:
+        # numba_cube's own CUDA backend runs on the simulator under NUMBA_ENABLE_CUDASIM=1; where
+        # it is there, this backend is that mechanism under another name (one implementation).
+        from numba_cube.backends.cuda.simulator import make_simulator_server
+    except ImportError:
+        # A numba_cube built without the CUDA backend: the plugin's own, equivalent backend.
+        from .backend import make_simulator_server
+
+    return make_simulator_server(index, "cudasim")
+
+
+@numba_cube.hookimpl
+def numba_cube_register_backends(register):
+    register("cudasim", _factory, api_version=numba_cube.BACKEND_API_VERSION,
+             available=available, priority=-10, devices=devices)
