@@ -1,0 +1,411 @@
+"""The CUDA backend's costs against numba-cuda and the raw driver, on one GPU, in one process.
+
+Sections (each prints its table; a section that fails prints why and the others still run):
+
+1. **Launch host time** of a 3-array + int kernel (1 cube of 32 units): numba_cube
+   ``client.launch`` vs plain numba-cuda ``k[1, 32](...)`` vs raw ``cuda.core.launch`` of the
+   *same* compiled kernel (its flattened numba-cuda parameters) vs raw ``cuLaunchKernel`` with a
+   pre-packed parameter block (numba_cube's floor). Plus where numba_cube's time goes: the
+   client's gates alone (server operation stubbed), the server operation alone, the driver calls.
+   Goal: <= 8 us per launch with inferred dependencies.
+2. **Dependent launches across two streams**: a chain of launches, each reading the previous
+   one's output, on one stream vs alternating between two (each launch then waits on the other
+   stream's event): the added host cost per dependent launch.
+3. **Dynamic counts**: read-back vs device-count wrapper, host time per launch, on an idle stream
+   and behind ~50 us of queued work (where the read-back blocks the host).
+4. **Graphs**: replay of a 100-launch capture vs the same 100 launches issued eagerly, per kernel.
+5. **Bandwidth**: a large elementwise kernel (``out = a*x + y``, float32, 2**26 elements, 768 MiB
+   moved per launch) through numba_cube vs numba-cuda, GB/s. Goal: ratio >= 0.95.
+
+Run on a GPU machine: ``PYTHONPATH=. python3 benchmarks/bench_cuda.py``. A JSON copy of every
+number goes to ``$OUT/bench_cuda.json`` when ``OUT`` is set. Times are medians of repeats after a
+warm-up; host times are launch-loop wall time / launches, with the device synchronized outside
+the timed loop.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import time
+import traceback
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import Table  # noqa: E402
+
+RESULTS: dict = {}
+SUMMARY: list[str] = []
+#: ``--smoke``: tiny counts, numba_cube parts only, on the fake driver of tests/cuda/cases (no GPU
+#: needed): checks that the benchmark itself runs before device time is spent on it.
+SMOKE = "--smoke" in sys.argv
+DEVICE = "fakecuda" if SMOKE else "cuda"
+N_LAUNCH = 200 if SMOKE else 20000
+
+
+def host_time(fn, n: int, sync, repeats: int = 5, warm: int = 300) -> float:
+    """Median seconds per call of ``fn`` over ``n`` back-to-back calls (sync outside the loop)."""
+    if SMOKE:
+        n, repeats, warm = min(n, 20), 2, min(warm, 2)
+    for _ in range(warm):
+        fn()
+    sync()
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        samples.append((time.perf_counter() - t0) / n)
+        sync()
+    return statistics.median(samples)
+
+
+def wall_time(fn, sync, repeats: int = 5, warm: int = 2) -> float:
+    """Median seconds of ``fn(); sync()``."""
+    if SMOKE:
+        repeats, warm = 1, 1
+    for _ in range(warm):
+        fn()
+        sync()
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples)
+
+
+def section(fn):
+    def run():
+        try:
+            fn()
+        except Exception as exc:  # noqa: BLE001 - one broken section must not lose the others
+            print(f"\n!! section {fn.__name__} failed: {type(exc).__name__}: {exc}")
+            traceback.print_exc(limit=6)
+            RESULTS[fn.__name__] = {"error": f"{type(exc).__name__}: {exc}"}
+            SUMMARY.append(f"{fn.__name__}: FAILED ({type(exc).__name__}: {exc})")
+    run.__name__ = fn.__name__
+    return run
+
+
+# ----------------------------------------------------------------------------- kernels
+try:
+    from numba import cuda  # noqa: E402
+except ImportError as exc:  # pragma: no cover - a machine without numba-cuda
+    print(f"bench_cuda: numba-cuda is not importable here ({exc})")
+    sys.exit(2)
+
+import numba_cube as cube  # noqa: E402
+
+
+def k4_py(a, b, c, n):
+    i = cuda.grid(1)
+    if i < n:
+        c[i] = a[i] + b[i]
+
+
+def axpy_py(a, x, y, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a * x[i] + y[i]
+
+
+def busy_py(x, spin):
+    # ~spin iterations of dependent work in one unit: a kernel of a chosen duration.
+    if cuda.grid(1) == 0:
+        acc = x[0]
+        for k in range(spin):
+            acc = acc * 0.999999 + 1e-9
+        x[0] = acc
+
+
+def write_count_py(count, blocks):
+    if cuda.grid(1) == 0:
+        count[0] = blocks
+        count[1] = 1
+        count[2] = 1
+
+
+K4 = cube.kernel(k4_py)
+AXPY = cube.kernel(axpy_py)
+BUSY = cube.kernel(busy_py)
+WRITE_COUNT = cube.kernel(write_count_py)
+
+
+def sync_all(client):
+    def s():
+        client.sync()
+    return s
+
+
+# ----------------------------------------------------------------------------- 1. launch
+@section
+def launch_host_time():
+    client = cube.client(DEVICE)
+    server = client.server
+    n = 1024
+    ha, hb, hc = client.create(np.ones(n, np.float32)), client.create(np.ones(n, np.float32)), client.empty(n, np.float32)
+    ours = host_time(lambda: client.launch(K4, 1, 32, ha, hb, hc, n), N_LAUNCH, sync_all(client))
+
+    if SMOKE:
+        numba_t = core_t = ours
+    else:
+        nk = cuda.jit(k4_py)
+        da, db, dc = (cuda.to_device(np.ones(n, np.float32)), cuda.to_device(np.ones(n, np.float32)),
+                      cuda.device_array(n, np.float32))
+        numba_t = host_time(lambda: nk[1, 32](da, db, dc, n), N_LAUNCH, cuda.synchronize)
+
+        # The same kernel through cuda.core.launch, with numba-cuda's flattened parameters.
+        try:
+            from cuda.core import Device, LaunchConfig, launch
+        except ImportError:
+            from cuda.core.experimental import Device, LaunchConfig, launch
+        kernel = nk.overloads[next(iter(nk.overloads))]
+        ck = kernel._codelibrary.get_cufunc().kernel
+        dev = Device(server.index)
+        dev.set_current()
+        st = dev.create_stream()
+        cfg = LaunchConfig(grid=1, block=32)
+
+        def flat(arr):
+            p = arr.device_ctypes_pointer.value
+            return (np.uint64(0), np.uint64(0), np.int64(arr.size), np.int64(4), np.uint64(p),
+                    np.int64(arr.size), np.int64(4))
+
+        args = flat(da) + flat(db) + flat(dc) + (np.int64(n),)
+        core_t = host_time(lambda: launch(st, cfg, ck, *args), N_LAUNCH, st.sync)
+        server.activate()
+
+    # Raw cuLaunchKernel with numba_cube's pre-packed plan (the floor of our launch path).
+    from numba_cube.runtime.server import LaunchRequest
+    from numba_cube.runtime.modes import LaunchMode
+
+    req = LaunchRequest(K4, cube.CubeCount.coerce(1), cube.CubeDim.coerce(32),
+                        (ha.binding(), hb.binding(), hc.binding(), np.int64(n)), None, client.stream_id,
+                        LaunchMode.EXECUTE, ())
+    plan = server._cuda_plan(req)
+    drv = server.driver.api
+    lp = plan.launch
+    handle = server.streams.handle_of(client.stream_id)
+    func, addr = lp.kernel.function, lp.block.address
+    raw_t = host_time(lambda: drv.cuLaunchKernel(func, 1, 1, 1, 32, 1, 1, 0, handle, addr, 0), N_LAUNCH,
+                      sync_all(client))
+    ev = server.streams.events.get()
+    rec_t = host_time(lambda: drv.cuEventRecord(ev, handle), N_LAUNCH, sync_all(client))
+    server.streams.events.put(ev)
+
+    # Where numba_cube's time goes.
+    op = server.op_launch
+    try:
+        server.op_launch = lambda req, blocking=False: None
+        client_only = host_time(lambda: client.launch(K4, 1, 32, ha, hb, hc, n), N_LAUNCH, lambda: None)
+    finally:
+        server.op_launch = op
+    server_only = host_time(lambda: server.channel.call(server.op_launch, req), N_LAUNCH, sync_all(client))
+
+    t = Table("1. launch host time, 3 arrays + int, 1 cube of 32 units (us per launch)")
+    t.row("numba_cube client.launch vs numba-cuda k[1,32]", ours, numba_t, "numba-cuda")
+    t.row("numba_cube vs raw cuda.core.launch (same kernel)", ours, core_t, "cuda.core")
+    t.row("numba_cube vs raw cuLaunchKernel (packed plan)", ours, raw_t, "cuLaunchKernel")
+    t.row("  client gates only (server op stubbed)", client_only, ours, "whole launch")
+    t.row("  server op_launch only (fixed request)", server_only, ours, "whole launch")
+    t.row("  cuLaunchKernel + cuEventRecord (driver)", raw_t + rec_t, ours, "whole launch")
+    met = ours <= 8e-6
+    RESULTS["launch"] = dict(numba_cube_us=ours * 1e6, numba_cuda_us=numba_t * 1e6, cuda_core_us=core_t * 1e6,
+                             raw_culaunch_us=raw_t * 1e6, event_record_us=rec_t * 1e6,
+                             client_gates_us=client_only * 1e6, server_op_us=server_only * 1e6)
+    SUMMARY.append(f"launch: numba_cube {ours * 1e6:.1f} us | numba-cuda {numba_t * 1e6:.1f} us "
+                   f"({ours / numba_t:.2f}x) | cuda.core {core_t * 1e6:.1f} us | raw cuLaunchKernel "
+                   f"{raw_t * 1e6:.1f} us | client gates {client_only * 1e6:.1f} us + server op "
+                   f"{server_only * 1e6:.1f} us | goal <= 8 us: {'met' if met else 'NOT met'}")
+
+
+# ----------------------------------------------------------------------------- 2. two streams
+@section
+def dependent_two_streams():
+    client = cube.client(DEVICE)
+    n = 1024
+    a, b = client.create(np.ones(n, np.float32)), client.create(np.ones(n, np.float32))
+    s1 = client.set_stream(cube.StreamId.new())
+    s2 = client.set_stream(cube.StreamId.new())
+    zero = client.create(np.zeros(n, np.float32))
+
+    def one_stream():
+        s1.launch(K4, 1, 32, a, zero, b, n)    # b <- a
+        s1.launch(K4, 1, 32, b, zero, a, n)    # a <- b: depends on the previous launch
+
+    def two_streams():
+        s1.launch(K4, 1, 32, a, zero, b, n)
+        s2.launch(K4, 1, 32, b, zero, a, n)    # waits on s1's event (and s1's next on s2's)
+
+    same = host_time(one_stream, N_LAUNCH // 2, sync_all(client)) / 2
+    cross = host_time(two_streams, N_LAUNCH // 2, sync_all(client)) / 2
+    t = Table("2. dependent launches: one stream vs alternating two streams (us per launch)")
+    t.row("chain alternating 2 streams vs 1 stream", cross, same, "one stream")
+    RESULTS["two_streams"] = dict(one_stream_us=same * 1e6, two_streams_us=cross * 1e6,
+                                  added_us=(cross - same) * 1e6)
+    SUMMARY.append(f"cross-stream dependency: +{(cross - same) * 1e6:.2f} us per dependent launch "
+                   f"({same * 1e6:.1f} -> {cross * 1e6:.1f} us)")
+
+
+# ----------------------------------------------------------------------------- 3. dynamic counts
+@section
+def dynamic_counts():
+    client = cube.client(DEVICE)
+    server = client.server
+    n = 1024
+    a, b, c = client.create(np.ones(n, np.float32)), client.create(np.ones(n, np.float32)), client.empty(n, np.float32)
+    count = client.create(np.zeros(3, np.uint32))
+    client.launch(WRITE_COUNT, 1, 1, count, np.uint32(n // 32))
+    busy = client.create(np.zeros(1, np.float64))
+    dyn = cube.CubeCount.dynamic(count)
+    spin = 20000
+
+    def set_mode(mode):
+        server.dynamic_mode = mode
+        server._launch_plans.clear()
+        server._plans_by_memory.clear()
+
+    def measure(mode):
+        set_mode(mode)
+        idle = host_time(lambda: client.launch(K4, dyn, 32, a, b, c, n), 2000, sync_all(client), warm=50)
+
+        def behind():
+            client.launch(BUSY, 1, 1, busy, spin)
+            client.launch(K4, dyn, 32, a, b, c, n)
+
+        queued = host_time(behind, 300, sync_all(client), warm=10)
+        device = any(p.device_count is not None for p in server._launch_plans.values()
+                     if getattr(p, "readback", False))
+        np.testing.assert_allclose(client.read(c), np.full(n, 2.0, np.float32))
+        return idle, queued, device
+
+    static = host_time(lambda: client.launch(K4, n // 32, 32, a, b, c, n), 5000, sync_all(client))
+    busy_only = host_time(lambda: client.launch(BUSY, 1, 1, busy, spin), 300, sync_all(client), warm=10)
+    try:
+        rb_idle, rb_queued, _ = measure("readback")
+        dc_idle, dc_queued, used_device = measure("auto")
+    finally:
+        set_mode(os.environ.get("NUMBA_CUBE_CUDA_DYNAMIC_COUNT", "auto"))
+    t = Table("3. dynamic cube count: device-count wrapper vs read-back (host us per launch)")
+    t.row("idle stream: device count vs read-back", dc_idle, rb_idle, "read-back")
+    t.row("idle stream: device count vs static launch", dc_idle, static, "static count")
+    t.row("behind a busy kernel: device count vs read-back", dc_queued, rb_queued, "read-back (per pair)")
+    t.row("  (the busy kernel alone)", busy_only, rb_queued, "read-back pair")
+    best = "device count" if dc_idle <= rb_idle and dc_queued <= rb_queued else "read-back"
+    RESULTS["dynamic"] = dict(static_us=static * 1e6, readback_idle_us=rb_idle * 1e6,
+                              device_idle_us=dc_idle * 1e6, readback_queued_us=rb_queued * 1e6,
+                              device_queued_us=dc_queued * 1e6, recommended_default=best)
+    SUMMARY.append(f"dynamic count: device-count {dc_idle * 1e6:.1f} us vs read-back {rb_idle * 1e6:.1f} us "
+                   f"idle; behind queued work {dc_queued * 1e6:.1f} vs {rb_queued * 1e6:.1f} us; "
+                   f"faster: {best} (device-count form used by the default mode: {used_device})")
+
+
+# ----------------------------------------------------------------------------- 4. graphs
+@section
+def graph_replay():
+    client = cube.client(DEVICE).set_stream(cube.StreamId.new())
+    n = 1024
+    a, b, c = client.create(np.ones(n, np.float32)), client.create(np.ones(n, np.float32)), client.empty(n, np.float32)
+    nodes = 100
+
+    def eager():
+        for _ in range(nodes):
+            client.launch(K4, 1, 32, a, b, c, n)
+
+    client.graph_prepare()
+    eager()
+    client.sync()
+    client.start_capture()
+    eager()
+    graph = client.stop_capture()
+    sync = sync_all(client)
+    eager_t = wall_time(eager, sync, repeats=9) / nodes
+    replay_t = wall_time(graph.replay, sync, repeats=9) / nodes
+    replay_host = host_time(graph.replay, 200, sync, warm=5) / nodes
+    t = Table(f"4. graph of {nodes} launches: replay vs eager (us per kernel, until the device is idle)")
+    t.row("graph replay vs eager launches", replay_t, eager_t, "eager")
+    t.row("  graph replay host time per kernel", replay_host, eager_t, "eager")
+    RESULTS["graph"] = dict(eager_us=eager_t * 1e6, replay_us=replay_t * 1e6, replay_host_us=replay_host * 1e6)
+    SUMMARY.append(f"graph: replay {replay_t * 1e6:.2f} us/kernel vs eager {eager_t * 1e6:.2f} us/kernel "
+                   f"({eager_t / replay_t:.1f}x faster)")
+
+
+# ----------------------------------------------------------------------------- 5. bandwidth
+@section
+def bandwidth():
+    client = cube.client(DEVICE)
+    n = 1 << 26
+    tpb = 256
+    blocks = (n + tpb - 1) // tpb
+    if SMOKE:
+        n, tpb = 256, 32
+        blocks = n // tpb
+    x = np.random.default_rng(0).random(n, dtype=np.float32)
+    hx, hy, ho = client.create(x), client.create(x), client.empty(n, np.float32)
+    if not SMOKE:
+        nk = cuda.jit(axpy_py)
+        dx, dy, do = cuda.to_device(x), cuda.to_device(x), cuda.device_array(n, np.float32)
+    reps = 2 if SMOKE else 20
+    a = np.float32(2.0)
+
+    def ours():
+        for _ in range(reps):
+            client.launch(AXPY, blocks, tpb, a, hx, hy, ho)
+
+    def theirs():
+        for _ in range(reps):
+            nk[blocks, tpb](a, dx, dy, do)
+
+    moved = 3 * n * 4 * reps
+    t_ours = wall_time(ours, sync_all(client), repeats=7)
+    t_theirs = t_ours if SMOKE else wall_time(theirs, cuda.synchronize, repeats=7)
+    np.testing.assert_allclose(client.read(ho)[:1000], 2.0 * x[:1000] + x[:1000], rtol=1e-6)
+    gb_ours, gb_theirs = moved / t_ours / 1e9, moved / t_theirs / 1e9
+    t = Table("5. elementwise a*x+y, float32, 2**26 elements (seconds per 20 launches; ratio is time)")
+    t.row("numba_cube vs numba-cuda", t_ours, t_theirs, "numba-cuda")
+    print(f"  numba_cube {gb_ours:8.1f} GB/s   numba-cuda {gb_theirs:8.1f} GB/s   ratio {gb_ours / gb_theirs:.3f} "
+          f"(goal >= 0.95: {'met' if gb_ours / gb_theirs >= 0.95 else 'NOT met'})")
+    RESULTS["bandwidth"] = dict(numba_cube_gbs=gb_ours, numba_cuda_gbs=gb_theirs, ratio=gb_ours / gb_theirs)
+    SUMMARY.append(f"bandwidth: numba_cube {gb_ours:.0f} GB/s vs numba-cuda {gb_theirs:.0f} GB/s "
+                   f"(ratio {gb_ours / gb_theirs:.3f}, goal >= 0.95: {'met' if gb_ours / gb_theirs >= 0.95 else 'NOT met'})")
+
+
+def main() -> int:
+    from numba_cube.backends.cuda import probe
+
+    if SMOKE:
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        sys.path.insert(0, os.path.join(root, "tests", "cuda", "cases"))
+        from _cuda_fake import register_fake_cuda
+
+        register_fake_cuda(DEVICE, devices=1)
+        print("bench_cuda --smoke: fake driver, tiny counts; the numbers mean nothing")
+    else:
+        reason = probe.available()
+        if reason is not None or probe.simulating():
+            print(f"bench_cuda: no GPU to measure ({reason or 'NUMBA_ENABLE_CUDASIM is set'})")
+            return 2
+    client = cube.client(DEVICE)
+    server = client.server
+    import numba_cuda
+    print(f"device {server.device}: {server.device_name}, {server.sm_count} SMs; numba-cuda "
+          f"{getattr(numba_cuda, '__version__', '?')}, python {sys.version.split()[0]}")
+    for fn in (launch_host_time, dependent_two_streams, dynamic_counts, graph_replay, bandwidth):
+        fn()
+    print("\n== bench_cuda summary ==")
+    for line in SUMMARY:
+        print("  " + line)
+    out = os.environ.get("OUT")
+    if out:
+        with open(os.path.join(out, "bench_cuda.json"), "w") as f:
+            json.dump(RESULTS, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

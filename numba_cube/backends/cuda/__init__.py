@@ -1,0 +1,55 @@
+"""The CUDA backend: numba.cuda kernels compiled by numba-cuda, launched through the driver.
+
+Two mechanisms answer to the backend name ``cuda``:
+
+- on a machine with a GPU, ``CudaServer`` (``server.py``): numba-cuda compiles, the launch goes
+  straight to ``cuLaunchKernel`` through a cached launch plan (``launch_plan.py``), on CUDA
+  streams mapped from numba_cube's stream ids, ordered by events (``streams.py``), with pooled
+  device memory (``memory.py``), CUDA graphs (``graphs.py``), dynamic counts (``dynamic.py``)
+  and ``__cuda_array_interface__`` interop (``interop.py``);
+- under numba-cuda's simulator (``NUMBA_ENABLE_CUDASIM=1``, how CI runs without a GPU), the
+  ``SimulatorBackend`` (``simulator.py``) under the runtime's ``HostServer``.
+
+This module is the backend's plugin: it registers ``cuda`` through the same hook as third-party
+backends. Importing it is cheap and never fails for want of numba-cuda or a driver: the
+``available()`` probe (``probe.py``) says why the backend cannot start instead.
+"""
+
+from __future__ import annotations
+
+from ...hookspecs import hookimpl
+from ..base import BACKEND_API_VERSION
+from .probe import available, simulating
+
+__all__ = ["numba_cube_register_backends", "make_cuda_server", "available", "devices"]
+
+#: Above the CPU backend (0): ``cube.client()`` picks a GPU when one is present.
+PRIORITY = 10
+
+
+def make_cuda_server(index: int):
+    """The server of device ``cuda:<index>``: the simulator's under ``NUMBA_ENABLE_CUDASIM=1``,
+    else the real device's."""
+    if simulating():
+        from .simulator import make_simulator_server
+
+        return make_simulator_server(index, "cuda")
+    from .server import make_gpu_server
+
+    return make_gpu_server(index)
+
+
+def devices() -> list[str]:
+    """The devices ``python -m numba_cube info`` lists: one per GPU (``cuda:0`` under the
+    simulator, which accepts any index)."""
+    if simulating():
+        return ["cuda:0"]
+    from .probe import device_count
+
+    return [f"cuda:{i}" for i in range(device_count())]
+
+
+@hookimpl
+def numba_cube_register_backends(register):
+    register("cuda", make_cuda_server, api_version=BACKEND_API_VERSION, available=available,
+             priority=PRIORITY, devices=devices)

@@ -1,0 +1,285 @@
+"""Thin, checked wrappers over the CUDA driver API (``cuda.bindings.driver``).
+
+Every driver call of the CUDA backend goes through this module: ``Driver.check`` turns the
+``(CUresult, *values)`` tuples of cuda-python into values or a ``CudaError`` that names the call,
+the error code and the driver's own description. Nothing here decides policy; the server does.
+
+Why a ``Driver`` object over an ``api`` module rather than module-level functions: the api is
+injectable. The real one is ``cuda.bindings.driver``; the tests of the GPU path's logic on a
+machine without a GPU pass a fake with the same function names (``tests/cuda/fake_driver.py``).
+
+Handles are passed to the driver as the binding's handle objects where we hold them (streams,
+events, functions) and as plain ints for device pointers, as numba-cuda does; both forms are
+accepted by cuda-bindings 12.x and 13.x.
+
+The launch hot path does not go through ``check``: it calls ``api.cuLaunchKernel`` directly and
+compares the result with ``Driver.SUCCESS`` (a Python call frame is a measurable share of a 4 us
+launch). Everything else is checked here.
+"""
+
+from __future__ import annotations
+
+import threading
+
+__all__ = ["CudaError", "Driver", "load_api", "STICKY_ERRORS"]
+
+#: Errors after which the CUDA context is unusable (every later call in it fails the same way):
+#: a kernel faulted on the device. They are reported as ``DeviceFault`` by ``sync()``.
+STICKY_ERRORS = frozenset({
+    "CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_LAUNCH_FAILED", "CUDA_ERROR_ILLEGAL_INSTRUCTION",
+    "CUDA_ERROR_MISALIGNED_ADDRESS", "CUDA_ERROR_INVALID_ADDRESS_SPACE", "CUDA_ERROR_INVALID_PC",
+    "CUDA_ERROR_HARDWARE_STACK_ERROR", "CUDA_ERROR_ASSERT", "CUDA_ERROR_LAUNCH_TIMEOUT",
+    "CUDA_ERROR_ECC_UNCORRECTABLE", "CUDA_ERROR_CONTEXT_IS_DESTROYED", "CUDA_ERROR_DEINITIALIZED",
+    "CUDA_ERROR_EXTERNAL_DEVICE", "CUDA_ERROR_UNKNOWN",
+})
+
+
+class CudaError(RuntimeError):
+    """A CUDA driver call failed. ``call`` names it, ``code`` is the ``CUresult``, ``name`` its
+    name (e.g. ``"CUDA_ERROR_INVALID_VALUE"``)."""
+
+    def __init__(self, call: str, code, name: str, description: str = "", detail: str = ""):
+        self.call = call
+        self.code = code
+        self.name = name
+        msg = f"{call} failed: {name}"
+        if description:
+            msg += f" ({description})"
+        if detail:
+            msg += f": {detail}"
+        super().__init__(msg)
+
+    @property
+    def sticky(self) -> bool:
+        """Whether the context is broken after this error (a device-side fault)."""
+        return self.name in STICKY_ERRORS
+
+    @property
+    def out_of_memory(self) -> bool:
+        return self.name == "CUDA_ERROR_OUT_OF_MEMORY"
+
+
+def load_api():
+    """The ``cuda.bindings.driver`` module (cuda-python 12.6+ / 13), or the older ``cuda.cuda``.
+
+    Raises ``ImportError`` saying what to install."""
+    try:
+        from cuda.bindings import driver as api
+    except ImportError:
+        try:
+            from cuda import cuda as api  # cuda-python < 12.6
+        except ImportError as exc:
+            raise ImportError("the CUDA backend needs cuda-python (cuda-bindings): "
+                              "pip install 'numba_cube[cuda]'") from exc
+    return api
+
+
+class Driver:
+    """Checked calls into one driver ``api``. Stateless apart from cached constants."""
+
+    def __init__(self, api=None):
+        self.api = api if api is not None else load_api()
+        self.SUCCESS = self.api.CUresult.CUDA_SUCCESS
+        self.NOT_READY = self.api.CUresult.CUDA_ERROR_NOT_READY
+        self._names: dict = {}
+        self._lock = threading.Lock()
+
+    # -- errors -----------------------------------------------------------------------------------
+    def error(self, call: str, code, detail: str = "") -> CudaError:
+        """The ``CudaError`` for ``code`` returned by ``call`` (never raises itself)."""
+        name, description = self._describe(code)
+        return CudaError(call, code, name, description, detail)
+
+    def _describe(self, code) -> tuple[str, str]:
+        cached = self._names.get(code)
+        if cached is not None:
+            return cached
+        name = getattr(code, "name", None) or f"CUresult({int(code) if _intlike(code) else code})"
+        description = ""
+        try:
+            err, text = self.api.cuGetErrorString(code)
+            if err == self.SUCCESS and text:
+                description = text.decode() if isinstance(text, bytes) else str(text)
+        except Exception:  # noqa: BLE001 - a description is a nicety; the name is enough
+            pass
+        self._names[code] = (name, description)
+        return name, description
+
+    def check(self, call: str, result):
+        """``result`` of ``api.<call>``: its value(s) if the call succeeded, else raise."""
+        err = result[0]
+        if err != self.SUCCESS:
+            raise self.error(call, err)
+        if len(result) == 1:
+            return None
+        if len(result) == 2:
+            return result[1]
+        return result[1:]
+
+    def call(self, name: str, *args):
+        """``api.<name>(*args)``, checked."""
+        return self.check(name, getattr(self.api, name)(*args))
+
+    # -- devices and contexts ---------------------------------------------------------------------
+    def init(self) -> None:
+        self.call("cuInit", 0)
+
+    def device_count(self) -> int:
+        return int(self.call("cuDeviceGetCount"))
+
+    def device(self, ordinal: int):
+        return self.call("cuDeviceGet", ordinal)
+
+    def device_name(self, dev) -> str:
+        raw = self.call("cuDeviceGetName", 256, dev)
+        raw = bytes(raw) if not isinstance(raw, bytes) else raw
+        return raw.split(b"\0", 1)[0].decode(errors="replace")
+
+    def device_attribute(self, name: str, dev) -> int:
+        attr = getattr(self.api.CUdevice_attribute, name)
+        return int(self.call("cuDeviceGetAttribute", attr, dev))
+
+    def primary_context(self, dev):
+        return self.call("cuDevicePrimaryCtxRetain", dev)
+
+    def current_context(self) -> int:
+        """The current context of this thread as an int (0: none)."""
+        return int(self.call("cuCtxGetCurrent"))
+
+    def set_current(self, ctx) -> None:
+        self.call("cuCtxSetCurrent", ctx)
+
+    def ctx_synchronize(self) -> None:
+        self.call("cuCtxSynchronize")
+
+    def driver_version(self) -> int:
+        return int(self.call("cuDriverGetVersion"))
+
+    # -- memory -----------------------------------------------------------------------------------
+    def mem_alloc(self, nbytes: int) -> int:
+        return int(self.call("cuMemAlloc", nbytes))
+
+    def mem_free(self, ptr: int) -> None:
+        self.call("cuMemFree", ptr)
+
+    def mem_alloc_host(self, nbytes: int) -> int:
+        return int(self.call("cuMemAllocHost", nbytes))
+
+    def mem_free_host(self, ptr: int) -> None:
+        self.call("cuMemFreeHost", ptr)
+
+    def memcpy_htod(self, dst: int, src_ptr: int, nbytes: int) -> None:
+        self.call("cuMemcpyHtoD", dst, src_ptr, nbytes)
+
+    def memcpy_dtoh(self, dst_ptr: int, src: int, nbytes: int) -> None:
+        self.call("cuMemcpyDtoH", dst_ptr, src, nbytes)
+
+    def memcpy_htod_async(self, dst: int, src_ptr: int, nbytes: int, stream) -> None:
+        self.call("cuMemcpyHtoDAsync", dst, src_ptr, nbytes, stream)
+
+    def memcpy_dtoh_async(self, dst_ptr: int, src: int, nbytes: int, stream) -> None:
+        self.call("cuMemcpyDtoHAsync", dst_ptr, src, nbytes, stream)
+
+    def memcpy_dtod_async(self, dst: int, src: int, nbytes: int, stream) -> None:
+        self.call("cuMemcpyDtoDAsync", dst, src, nbytes, stream)
+
+    def mem_get_info(self) -> tuple[int, int]:
+        free, total = self.call("cuMemGetInfo")
+        return int(free), int(total)
+
+    def address_range(self, ptr: int) -> tuple[int, int]:
+        """``(base, size)`` of the allocation that holds device pointer ``ptr``."""
+        base, size = self.call("cuMemGetAddressRange", ptr)
+        return int(base), int(size)
+
+    def pointer_device(self, ptr: int) -> int:
+        """The ordinal of the device that owns ``ptr`` (raises for host or unknown pointers)."""
+        attr = self.api.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
+        return int(self.call("cuPointerGetAttribute", attr, ptr))
+
+    # -- streams and events -----------------------------------------------------------------------
+    def stream_create(self):
+        flags = int(self.api.CUstream_flags.CU_STREAM_NON_BLOCKING)
+        return self.call("cuStreamCreate", flags)
+
+    def stream_destroy(self, stream) -> None:
+        self.call("cuStreamDestroy", stream)
+
+    def stream_synchronize(self, stream) -> None:
+        self.call("cuStreamSynchronize", stream)
+
+    def stream_wait_event(self, stream, event) -> None:
+        self.call("cuStreamWaitEvent", stream, event, 0)
+
+    def event_create(self, timing: bool = False):
+        flags = 0 if timing else int(self.api.CUevent_flags.CU_EVENT_DISABLE_TIMING)
+        return self.call("cuEventCreate", flags)
+
+    def event_destroy(self, event) -> None:
+        self.call("cuEventDestroy", event)
+
+    def event_record(self, event, stream) -> None:
+        self.call("cuEventRecord", event, stream)
+
+    def event_query(self, event) -> bool:
+        """True when the work the event captured is complete, False while it runs."""
+        err = self.api.cuEventQuery(event)[0]
+        if err == self.SUCCESS:
+            return True
+        if err == self.NOT_READY:
+            return False
+        raise self.error("cuEventQuery", err)
+
+    def event_synchronize(self, event) -> None:
+        self.call("cuEventSynchronize", event)
+
+    def event_elapsed_ms(self, start, end) -> float:
+        return float(self.call("cuEventElapsedTime", start, end))
+
+    # -- graphs -----------------------------------------------------------------------------------
+    def begin_capture(self, stream) -> None:
+        # Thread-local mode: other threads' unsafe calls (e.g. a cuMemAlloc of another library)
+        # do not invalidate this capture, and this thread cannot make one by accident.
+        mode = self.api.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+        self.call("cuStreamBeginCapture", stream, mode)
+
+    def end_capture(self, stream):
+        return self.call("cuStreamEndCapture", stream)
+
+    def graph_instantiate(self, graph):
+        return self.call("cuGraphInstantiate", graph, 0)
+
+    def graph_launch(self, graph_exec, stream) -> None:
+        self.call("cuGraphLaunch", graph_exec, stream)
+
+    def graph_destroy(self, graph) -> None:
+        self.call("cuGraphDestroy", graph)
+
+    def graph_exec_destroy(self, graph_exec) -> None:
+        self.call("cuGraphExecDestroy", graph_exec)
+
+    # -- functions --------------------------------------------------------------------------------
+    def kernel_function(self, handle):
+        """The ``CUfunction`` (in the current context) of a numba-cuda / cuda.core kernel handle,
+        which is a ``CUkernel`` (library loading, cuda.core >= 0.2) or already a ``CUfunction``."""
+        tname = type(handle).__name__
+        if "CUfunction" in tname:
+            return handle
+        if "CUkernel" not in tname:
+            handle = self.api.CUkernel(int(handle))
+        return self.call("cuKernelGetFunction", handle)
+
+    def function_attribute(self, name: str, func) -> int:
+        attr = getattr(self.api.CUfunction_attribute, name)
+        return int(self.call("cuFuncGetAttribute", attr, func))
+
+    def occupancy(self, func, block_threads: int, shared: int = 0) -> int:
+        return int(self.call("cuOccupancyMaxActiveBlocksPerMultiprocessor", func, block_threads, shared))
+
+
+def _intlike(code) -> bool:
+    try:
+        int(code)
+    except Exception:  # noqa: BLE001
+        return False
+    return True

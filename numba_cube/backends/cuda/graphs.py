@@ -1,0 +1,131 @@
+"""CUDA graphs from capture windows (runtime.md section 6).
+
+The runtime's capture state machine (``runtime/capture.py``) is shared with the CPU backend: it
+records, between ``start_capture`` and ``stop_capture``, the *resolved* dispatches (``Recorded``:
+launch plan, geometry, arguments, read and write sets) and enforces the window's refusals
+(reads, sync, profiling, host writes, allocations the pool cannot serve, launches skipped for a
+failed input; each dooms the recording, and ``stop_capture`` raises ``CaptureError``).
+
+On the GPU, ``stop_capture`` then turns the recording into a hardware graph by *stream capture*:
+``cuStreamBeginCapture`` on a private stream of the device, every recorded launch replayed onto
+it through its launch plan (the driver records kernel nodes instead of running them; parameters
+are copied at that point), ``cuStreamEndCapture``, ``cuGraphInstantiate``. ``graph.replay()`` is
+one ``cuGraphLaunch`` on the CUDA stream of the stream id the capture was made on: one dispatch
+for the whole recording, ordered against other streams' work on its buffers like a launch.
+
+What ``replay`` does with the ledger: the recording's buffers are checked first. If no buffer it
+reads carries a failure, the whole graph runs inside one execute scope over the union of the read
+and write sets (a refused ``cuGraphLaunch`` fails the write set). If one does, the hardware graph
+(which is all or nothing) is not launched; each recorded dispatch goes through its own execute
+scope instead, launched eagerly through its plan, so skipping and propagation are exactly those of
+the same launches made one by one.
+
+A dynamic-count launch can be recorded only in its device-count form (``dynamic.py``): the
+read-back form needs the host in the middle of the graph, so recording it dooms the capture.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+from ...errors import CaptureError
+from ...runtime.capture import Graph, Recorded, run_recorded
+from ...runtime.ledger import ExecuteScope
+from .driver import CudaError
+from .streams import CudaTask
+
+__all__ = ["CudaGraph"]
+
+
+def _destroy(driver, graph, graph_exec) -> None:
+    try:
+        if graph_exec is not None:
+            driver.graph_exec_destroy(graph_exec)
+        if graph is not None:
+            driver.graph_destroy(graph)
+    except Exception:  # noqa: BLE001 - at exit, or after a device fault: nothing to give back
+        pass
+
+
+class CudaGraph(Graph):
+    """A sealed recording, instantiated as a CUDA graph; ``replay()`` launches it."""
+
+    def __init__(self, server, stream, recorded: list, memory_ids: frozenset):
+        super().__init__(server, stream, recorded, memory_ids)
+        self._graph = None
+        self._exec = None
+        self.nodes = 0
+        if recorded:
+            self._build(server)
+
+    def _build(self, server) -> None:
+        driver = server.driver
+        server.activate()
+        capture_stream = server.capture_stream()
+        try:
+            driver.begin_capture(capture_stream)
+        except CudaError as exc:
+            raise CaptureError(f"cannot start a CUDA stream capture: {exc}") from exc
+        failure = None
+        for rec in self._recorded:
+            try:
+                rec.artifact(rec.count, rec.dim, (capture_stream, rec.arrays[1]))
+            except Exception as exc:  # noqa: BLE001 - reported below, after the capture is closed
+                failure = (rec.kernel_id, exc)
+                break
+        try:
+            graph = driver.end_capture(capture_stream)
+        except CudaError as exc:
+            if failure is None:
+                failure = ("the capture", exc)
+            graph = None
+        if failure is not None:
+            _destroy(driver, graph, None)
+            what, exc = failure
+            raise CaptureError(f"recording {what} into a CUDA graph failed: {exc}") from exc
+        try:
+            graph_exec = driver.graph_instantiate(graph)
+        except CudaError as exc:
+            _destroy(driver, graph, None)
+            raise CaptureError(f"cuGraphInstantiate refused the recording: {exc}") from exc
+        self._graph, self._exec = graph, graph_exec
+        self.nodes = len(self._recorded)
+        weakref.finalize(self, _destroy, driver, graph, graph_exec)
+
+    # called on the server (under the device lock) by HostServer.op_replay
+    def _task(self, server):
+        missing = [m for m in self._memory_ids if m not in server.memory]
+        if missing:
+            raise CaptureError(f"graph replay: {len(missing)} buffer(s) used by the recording were freed")
+        ledger = server.ledger
+        recorded = self._recorded
+        reads = tuple({r: None for rec in recorded for r in rec.reads})
+        writes = tuple({w: None for rec in recorded for w in rec.writes})
+        graph_exec = self._exec
+        launch = server.driver.api.cuGraphLaunch
+        success = server.driver.SUCCESS
+        driver = server.driver
+        label = f"graph of {len(recorded)} launch(es)"
+        task = CudaTask(None, self.stream, "graph-replay")
+
+        def run():
+            stream = task.cs.handle
+            if graph_exec is None:
+                return
+            if ledger.first_failure(reads) is None:
+                with ExecuteScope(ledger, label, reads, writes) as scope:
+                    if scope.entered:
+                        err = launch(graph_exec, stream)[0]
+                        if err != success:
+                            exc = driver.error("cuGraphLaunch", err)
+                            scope.fail(exc)
+                            if exc.sticky:
+                                server._on_fault(exc)
+                return
+            # An input carries a failure: per-dispatch scopes, eager launches (see docstring).
+            for rec in recorded:
+                run_recorded(ledger, Recorded(rec.kernel_id, rec.artifact, rec.count, rec.dim,
+                                              (stream, rec.arrays[1]), None, rec.reads, rec.writes))
+
+        task.run = run
+        return task, {r[0] for r in reads}, {w[0] for w in writes}

@@ -1,0 +1,334 @@
+"""Interop: other libraries' GPU arrays as launch arguments, and our handles as theirs.
+
+**Export.** On the real GPU a ``Handle`` exposes ``__cuda_array_interface__`` version 3 (through
+``Handle.__cuda_array_interface__``, which asks the handle's server): the device pointer of its
+view, its shape and dtype, ``strides: None`` (handles are C-contiguous) and ``stream``: the CUDA
+stream of the *last writer* of the buffer if that write may still be running, else ``None``. A
+consumer that honours the protocol (CuPy, numba-cuda, PyTorch) then orders its work after ours.
+
+**Import (adoption).** A launch argument that is not a ``Handle`` but exposes
+``__cuda_array_interface__`` (CuPy arrays, PyTorch tensors, numba-cuda device arrays) is bound
+without a copy: the server *adopts* the allocation that holds it as borrowed memory. Adoption is
+keyed by the base of the allocation (``cuMemGetAddressRange``), so every view of one buffer, and
+every launch that passes the same array again, maps to one memory id: dependencies between
+launches that share a foreign buffer are inferred like those of handles. Sub-allocating pools
+(CuPy's) put several arrays in one base allocation; they then share an id, which can only
+over-synchronize.
+
+Lifetime: a borrowed entry holds a strong reference to the foreign object until every launch
+that used it has finished on the device and a launch has consumed the adoption (so the foreign
+library cannot free and reuse the memory under a running kernel); after that only the
+bookkeeping stays (memory id, ledger, hazards), and idle entries are evicted when the table grows
+past ``MAX_ENTRIES``. Borrowed memory never enters the memory pool.
+
+Ordering with the producer: if the interface names a stream (CuPy exports the legacy default
+stream, numba-cuda an array's stream), an event is recorded on that stream at adoption and
+registered as the buffer's last writer, so the launch waits for it on the device, never on the
+host. PyTorch exports no stream (``None``: no synchronization needed, per the protocol).
+
+Under numba-cuda's simulator, numba "device arrays" are ``FakeCUDAArray`` objects wrapping NumPy
+arrays; the simulator server adopts those the same way (host memory, no copy).
+
+DLPack is not used: every library we target also speaks the CUDA array interface.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ...errors import ForeignHandleError, LaunchArgumentError
+from ...runtime.handle import Allocation, Binding, Handle
+from .driver import CudaError
+from .memory import DeviceMemory
+from .streams import CudaTask, _CuStream
+
+__all__ = ["ForeignArray", "parse_cai", "BorrowedEntry", "BorrowedTable", "export_cai", "CudaInteropMixin"]
+
+#: Idle borrowed entries beyond this many are evicted (bookkeeping only; see the docstring).
+MAX_ENTRIES = 256
+#: An adoption that no launch consumed (the launch raised on the issuing thread) stops holding
+#: the foreign object after this many seconds.
+UNCONSUMED_SECONDS = 10.0
+
+
+@dataclass
+class ForeignArray:
+    """One foreign array, described: device pointer, shape, dtype, the stream to order after."""
+
+    ptr: int
+    shape: tuple
+    dtype: np.dtype
+    stream: int | None
+    owner: Any
+
+    @property
+    def nbytes(self) -> int:
+        n = self.dtype.itemsize
+        for s in self.shape:
+            n *= s
+        return n
+
+
+def parse_cai(obj) -> ForeignArray | None:
+    """The ``__cuda_array_interface__`` of ``obj`` as a ``ForeignArray``; ``None`` if it has none.
+
+    Raises ``LaunchArgumentError`` for arrays a kernel argument cannot describe (masked,
+    non-contiguous)."""
+    try:
+        cai = obj.__cuda_array_interface__
+    except AttributeError:
+        return None
+    except Exception as exc:  # noqa: BLE001 - a broken producer is an argument error here
+        raise LaunchArgumentError(f"{type(obj).__name__}.__cuda_array_interface__ failed: {exc}") from exc
+    try:
+        shape = tuple(int(s) for s in cai["shape"])
+        dtype = np.dtype(cai["typestr"])
+        ptr = int(cai["data"][0] or 0)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise LaunchArgumentError(f"malformed __cuda_array_interface__ on {type(obj).__name__}: {exc}") from exc
+    if cai.get("mask") is not None:
+        raise LaunchArgumentError("masked CUDA arrays are not supported as launch arguments")
+    strides = cai.get("strides")
+    if strides is not None and not _c_contiguous(shape, tuple(strides), dtype.itemsize):
+        raise LaunchArgumentError(
+            f"{type(obj).__name__} argument is not C-contiguous (strides {tuple(strides)}); "
+            f"numba_cube binds contiguous buffers only: pass a contiguous copy")
+    stream = cai.get("stream") if int(cai.get("version", 0)) >= 3 else None
+    if stream is not None:
+        stream = int(stream)
+        if stream == 0:
+            raise LaunchArgumentError("__cuda_array_interface__ stream 0 is disallowed by the protocol")
+    return ForeignArray(ptr, shape, dtype, stream, obj)
+
+
+def _c_contiguous(shape: tuple, strides: tuple, itemsize: int) -> bool:
+    expected = itemsize
+    for dim, stride in zip(reversed(shape), reversed(strides)):
+        if dim != 1 and stride != expected:
+            return False
+        expected *= dim
+    return True
+
+
+def export_cai(ptr: int, shape: tuple, dtype: np.dtype, stream: int | None) -> dict:
+    """A version-3 ``__cuda_array_interface__`` dict for a C-contiguous device buffer."""
+    return {"shape": tuple(shape), "typestr": dtype.str, "data": (int(ptr), False),
+            "version": 3, "strides": None, "stream": stream}
+
+
+@dataclass
+class BorrowedEntry:
+    """One adopted foreign allocation: its memory id and what keeps it safe."""
+
+    memory_id: int
+    base: int             # key: base address of the foreign allocation
+    size: int
+    allocation: Any       # our Allocation object: held so the id is not released under us
+    owners: list = field(default_factory=list)  # foreign objects kept alive (see docstring)
+    adopted_at: float = 0.0
+    consumed: bool = True
+
+
+class BorrowedTable:
+    """Adopted foreign allocations of one server, by base address. Server-thread only."""
+
+    def __init__(self):
+        self.by_base: dict[int, BorrowedEntry] = {}
+        self.by_id: dict[int, BorrowedEntry] = {}
+        self._touches = 0
+
+    def __len__(self) -> int:
+        return len(self.by_base)
+
+    def __contains__(self, memory_id: int) -> bool:
+        return memory_id in self.by_id
+
+    def get(self, base: int) -> BorrowedEntry | None:
+        return self.by_base.get(base)
+
+    def add(self, entry: BorrowedEntry) -> None:
+        self.by_base[entry.base] = entry
+        self.by_id[entry.memory_id] = entry
+
+    def touch(self, entry: BorrowedEntry, owner) -> None:
+        """A new adoption of ``entry`` for ``owner``: hold it until a launch consumed it and
+        its users finished."""
+        entry.owners.append(owner)
+        entry.adopted_at = time.monotonic()
+        entry.consumed = False
+        self._touches += 1
+
+    def maybe_sweep(self, hazards, ledger) -> None:
+        """``sweep`` every 32 adoptions, or at once when the table is full (a sweep walks it)."""
+        if self._touches >= 32 or len(self.by_base) > MAX_ENTRIES:
+            self._touches = 0
+            self.sweep(hazards, ledger)
+
+    def consume(self, memory_id: int) -> None:
+        entry = self.by_id.get(memory_id)
+        if entry is not None:
+            entry.consumed = True
+
+    def sweep(self, hazards, ledger) -> None:
+        """Drop foreign references that are no longer needed; evict idle entries past the cap."""
+        if not self.by_base:
+            return
+        now = time.monotonic()
+        idle = []
+        for entry in list(self.by_base.values()):
+            busy = bool(hazards.users_of(entry.memory_id))
+            settled = entry.consumed or now - entry.adopted_at > UNCONSUMED_SECONDS
+            if entry.owners and settled and not busy:
+                entry.owners = []
+            if settled and not busy and not entry.owners:
+                if ledger.failure_of((entry.memory_id, 0, entry.size)) is None:
+                    idle.append(entry)
+        excess = len(self.by_base) - MAX_ENTRIES
+        if excess > 0:
+            idle.sort(key=lambda e: e.adopted_at)
+            for entry in idle[:excess]:
+                self.evict(entry)
+
+    def evict(self, entry: BorrowedEntry) -> None:
+        """Forget ``entry``: dropping our Allocation releases the memory id (through the
+        server's ordinary free path, which knows borrowed ids never go to the pool)."""
+        self.by_base.pop(entry.base, None)
+        self.by_id.pop(entry.memory_id, None)
+        entry.allocation = None
+
+    def forget_id(self, memory_id: int) -> None:
+        entry = self.by_id.pop(memory_id, None)
+        if entry is not None:
+            self.by_base.pop(entry.base, None)
+
+
+class _ExternalStream:
+    """A foreign CUDA stream (from ``__cuda_array_interface__``), as the hazard tracker's
+    "stream" of the pseudo task that stands for the foreign producer."""
+
+    __slots__ = ("ptr",)
+
+    def __init__(self, ptr: int):
+        self.ptr = ptr
+
+    def __eq__(self, other):
+        return isinstance(other, _ExternalStream) and other.ptr == self.ptr
+
+    def __hash__(self):
+        return hash(("cuda-stream", self.ptr))
+
+    def __repr__(self):
+        return f"<foreign CUDA stream 0x{self.ptr:x}>"
+
+
+class CudaInteropMixin:
+    """The server side of interop on the GPU (mixed into ``CudaServer``): export, adoption, and
+    ordering with the foreign library's stream. Runs under the device lock like every ``op_*``."""
+
+    def cuda_array_interface(self, handle: Handle) -> dict:
+        """``__cuda_array_interface__`` of a handle (see ``interop.py``)."""
+        return self.channel.call(self.op_export, handle.binding())
+
+    def op_export(self, b: Binding) -> dict:
+        self.activate()
+        users = self.hazards.users_of(b.memory_id)
+        stream = None
+        if users:
+            streams = {u.cs.ptr: u for u in users if u.cs is not None}
+            if len(streams) == 1:
+                stream = next(iter(streams))
+            elif streams:
+                # Several streams still use the buffer: a private stream waits for all of them,
+                # and the consumer orders after that one.
+                if self._export_stream is None:
+                    self._export_stream = self.driver.stream_create()
+                for u in streams.values():
+                    if u.event is not None:
+                        self.driver.stream_wait_event(self._export_stream, u.event)
+                stream = int(self._export_stream)
+        return export_cai(self._device_ptr(b), b.shape, b.dtype, stream)
+
+    def adopt_foreign(self, obj) -> Handle | None:
+        """Seam used by ``Client._bind``: a foreign CUDA array as a borrowed handle, or None."""
+        fa = parse_cai(obj)
+        if fa is None:
+            return None
+        return self.channel.call(self.op_adopt, fa)
+
+    def op_adopt(self, fa) -> Handle:
+        self.activate()
+        self.borrowed.maybe_sweep(self.hazards, self.ledger)
+        if fa.nbytes == 0:
+            memory_id = next(self._ids)
+            self.memory[memory_id] = (0, DeviceMemory(0, 0, owned=False))
+            self._ptrs[memory_id] = 0
+            self._borrowed_ids.add(memory_id)
+            return Handle(Allocation(self, memory_id, 0), 0, fa.shape, fa.dtype)
+        try:
+            device = self.driver.pointer_device(fa.ptr)
+            base, size = self.driver.address_range(fa.ptr)
+        except CudaError as exc:
+            raise LaunchArgumentError(f"{type(fa.owner).__name__} argument at 0x{fa.ptr:x} is not device "
+                                      f"memory the CUDA driver knows: {exc}") from exc
+        if device != self.index:
+            raise ForeignHandleError(f"{type(fa.owner).__name__} argument lives on cuda:{device}, passed "
+                                     f"to a client of {self.device}; copy it to this device first")
+        entry = self.borrowed.get(base)
+        if entry is not None and entry.size != size:
+            self.borrowed.evict(entry)   # the foreign allocation was freed and the range reused
+            entry = None
+        if entry is None:
+            memory_id = next(self._ids)
+            self.memory[memory_id] = (size, DeviceMemory(base, size, owned=False))
+            self._ptrs[memory_id] = base
+            self._borrowed_ids.add(memory_id)
+            entry = BorrowedEntry(memory_id, base, size, None)
+            entry.allocation = Allocation(self, memory_id, size)
+            self.borrowed.add(entry)
+        self.borrowed.touch(entry, fa.owner)
+        entry_stream = fa.stream if fa.stream is not None else 1   # see _after_foreign
+        self._foreign_streams[entry.memory_id] = entry_stream
+        if fa.stream is not None:
+            self._order_after_foreign(entry.memory_id, fa.stream)
+        return Handle(entry.allocation, fa.ptr - base, fa.shape, fa.dtype)
+
+    def _order_after_foreign(self, memory_id: int, stream_ptr: int) -> None:
+        """The foreign producer's stream, as a pseudo task that last wrote the buffer: our next
+        user waits for it on the device. The foreign stream first waits for our own users of the
+        buffer (it may write it)."""
+        api = self.driver.api
+        foreign = api.CUstream(stream_ptr)
+        ext = CudaTask(None, _ExternalStream(stream_ptr), "foreign-stream")
+        deps = self.hazards.register(ext, (), (memory_id,))
+        for dep in deps:
+            if dep.event is not None:
+                self.driver.stream_wait_event(foreign, dep.event)
+        event = self.streams.events.get()
+        self.driver.event_record(event, foreign)
+        cs = _CuStream(ext.stream, foreign)
+        cs.seq = 1
+        ext.cs, ext.seq, ext.event, ext._streams = cs, 1, event, self.streams
+
+    def _after_foreign(self, task: CudaTask, memory_ids: tuple) -> None:
+        """Courtesy to the foreign library: its stream (the one its array named, else the legacy
+        default stream) waits for our launch, so its next operation on the array sees our work
+        without a host sync."""
+        for memory_id in memory_ids:
+            self.borrowed.consume(memory_id)
+        if task.event is None:
+            return
+        done = set()
+        for memory_id in memory_ids:
+            sp = self._foreign_streams.get(memory_id, 1)
+            if sp in done:
+                continue
+            done.add(sp)
+            try:
+                self.driver.stream_wait_event(self.driver.api.CUstream(sp), task.event)
+            except CudaError as exc:
+                self._raise_fault(exc)
+

@@ -1,0 +1,212 @@
+"""Launch plans: a kernel's argument block packed once, a launch reduced to one driver call.
+
+numba-cuda spends ~24 us of host time per launch of a 3-array kernel above the raw driver launch
+(``research/python-runtimes.md`` B.2): typing the arguments, flattening each array into ctypes
+values, building a launch config. All of that depends only on the kernel, the argument *types*
+and the buffers bound, which repeat from launch to launch. So:
+
+- ``ArgLayout`` (per kernel and argument signature) says where each flattened parameter lives in
+  one byte block. numba-cuda passes an array of ``ndim`` dimensions as ``5 + 2*ndim`` separate
+  kernel parameters, in this order (``_Kernel._prepare_args`` in numba_cuda's dispatcher.py)::
+
+      meminfo (0), parent (0), nitems, itemsize, data pointer, shape[0..ndim), strides[0..ndim)
+
+  and a scalar as one parameter of its C type (a complex as two: real, imaginary).
+- ``ParamBlock`` (per plan) is that byte block plus the ``void*[]`` of the addresses of its
+  parameters, which is what ``cuLaunchKernel`` takes as ``kernelParams`` (passed as an int: the
+  bindings' fast path, no conversion per launch).
+- ``LaunchPlan`` (per kernel, *bound buffers* and geometry) has the buffers' pointers, shapes and
+  strides packed once, when it is made. Per launch it only packs the scalar arguments (their values
+  change) and calls ``cuLaunchKernel``. The driver copies the parameters during the call, so one
+  block serves every launch of the plan (all launches of a server happen under its lock).
+
+A plan is also the *artifact* of a recorded dispatch (``capture.Recorded``): ``plan(count, dim,
+(stream, args))`` launches it on ``stream``; graph capture replays recordings that way onto the
+capture stream.
+
+A launch the driver refuses (too many threads per block, too much shared memory, a grid above the
+limits) raises ``CudaError`` from the call, with the geometry and the kernel's limits in the
+message: inside the execute scope, that is a failure recorded on the launch's write set.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+
+import numpy as np
+
+__all__ = ["ArgLayout", "ParamBlock", "LaunchPlan", "CompiledKernel", "scalar_format"]
+
+_INT_FORMATS = {1: "b", 2: "h", 4: "i", 8: "q"}
+_UINT_FORMATS = {1: "B", 2: "H", 4: "I", 8: "Q"}
+
+
+def scalar_format(dtype: np.dtype) -> str:
+    """``struct`` format of one scalar kernel argument (little-endian, no padding)."""
+    kind, size = dtype.kind, dtype.itemsize
+    if kind == "b":
+        return "?"
+    if kind == "i":
+        return _INT_FORMATS[size]
+    if kind == "u":
+        return _UINT_FORMATS[size]
+    if kind == "f":
+        return {2: "e", 4: "f", 8: "d"}[size]
+    if kind == "c":
+        return {8: "ff", 16: "dd"}[size]
+    raise TypeError(f"scalar kernel arguments of dtype {dtype} are not supported")
+
+
+class ArgLayout:
+    """Where each argument's flattened parameters live in the parameter block."""
+
+    def __init__(self, kinds: tuple):
+        """``kinds``: per argument, ``("array", ndim, itemsize)`` or ``("scalar", dtype)``."""
+        self.kinds = kinds
+        self.param_offsets: list[int] = []   # offset of each kernel parameter in the block
+        self.arg_offsets: list[int] = []     # offset of each argument's first parameter
+        self.arg_structs: list = []          # struct.Struct packing each argument's parameters
+        offset = 0
+        for kind in kinds:
+            if kind[0] == "array":
+                ndim = kind[1]
+                count = 5 + 2 * ndim
+                offset = -(-offset // 8) * 8
+                self.arg_offsets.append(offset)
+                self.arg_structs.append(struct.Struct("<QQqqQ" + "q" * (2 * ndim)))
+                for k in range(count):
+                    self.param_offsets.append(offset + 8 * k)
+                offset += 8 * count
+            else:
+                fmt = scalar_format(kind[1])
+                first = None
+                for ch in fmt:
+                    size = struct.calcsize("<" + ch)
+                    offset = -(-offset // size) * size
+                    if first is None:
+                        first = offset
+                    self.param_offsets.append(offset)
+                    offset += size
+                self.arg_offsets.append(first)
+                # The parts of a complex are adjacent and each naturally aligned: one struct.
+                self.arg_structs.append(struct.Struct("<" + fmt))
+        self.size = max(offset, 8)
+
+    @property
+    def nparams(self) -> int:
+        return len(self.param_offsets)
+
+
+class ParamBlock:
+    """One parameter block for a layout: bytes plus the ``void*[]`` pointing into them."""
+
+    __slots__ = ("layout", "buf", "ptrs", "address")
+
+    def __init__(self, layout: ArgLayout):
+        self.layout = layout
+        self.buf = (ctypes.c_char * layout.size)()
+        base = ctypes.addressof(self.buf)
+        n = max(layout.nparams, 1)
+        self.ptrs = (ctypes.c_void_p * n)(*[base + off for off in layout.param_offsets] or [0])
+        self.address = ctypes.addressof(self.ptrs)
+
+    def pack_array(self, i: int, ptr: int, shape: tuple, itemsize: int) -> None:
+        nitems = 1
+        for s in shape:
+            nitems *= s
+        strides = []
+        stride = itemsize
+        for s in reversed(shape):
+            strides.append(stride)
+            stride *= s
+        strides.reverse()
+        self.layout.arg_structs[i].pack_into(self.buf, self.layout.arg_offsets[i], 0, 0, nitems,
+                                             itemsize, ptr, *shape, *strides)
+
+    def pack_scalar(self, i: int, value) -> None:
+        st = self.layout.arg_structs[i]
+        if st.size >= 8 and st.format.endswith(("ff", "dd")):
+            value = complex(value)
+            st.pack_into(self.buf, self.layout.arg_offsets[i], value.real, value.imag)
+        elif st.format.endswith("?"):
+            st.pack_into(self.buf, self.layout.arg_offsets[i], bool(value))
+        else:
+            st.pack_into(self.buf, self.layout.arg_offsets[i], value)
+
+
+class CompiledKernel:
+    """One kernel compiled and loaded for one argument signature on one device."""
+
+    __slots__ = ("name", "function", "layout", "max_threads", "shared_bytes", "occupancy", "source")
+
+    def __init__(self, name, function, layout: ArgLayout, max_threads: int, shared_bytes: int = 0,
+                 occupancy=None, source=None):
+        self.name = name
+        self.function = function          # CUfunction in the server's context
+        self.layout = layout
+        self.max_threads = max_threads    # the most units per cube this kernel can launch with
+        self.shared_bytes = shared_bytes  # static shared memory per cube
+        self.occupancy = occupancy        # callable(block_threads) -> resident cubes per SM
+        self.source = source              # the numba-cuda kernel object (kept alive: it owns the module)
+
+
+class LaunchPlan:
+    """A kernel with its buffers bound and packed: per launch, scalars and one driver call."""
+
+    __slots__ = ("kernel", "block", "scalars", "_launch", "_success", "_driver", "_address", "_buf",
+                 "_scalar_packs", "__weakref__")
+
+    def __init__(self, kernel: CompiledKernel, driver, args: tuple, pointer_of):
+        """``args``: per argument a ``Binding`` (packed now, through ``pointer_of(binding)``) or a
+        scalar (packed per launch)."""
+        self.kernel = kernel
+        self.block = ParamBlock(kernel.layout)
+        self._driver = driver
+        self._launch = driver.api.cuLaunchKernel
+        self._success = driver.SUCCESS
+        self._address = self.block.address
+        self._buf = self.block.buf
+        packs = []
+        for i, (a, kind) in enumerate(zip(args, kernel.layout.kinds)):
+            if kind[0] == "array":
+                self.block.pack_array(i, pointer_of(a), a.shape, kind[2])
+            else:
+                st = kernel.layout.arg_structs[i]
+                packs.append((i, st.pack_into, kernel.layout.arg_offsets[i], st.format.lstrip("<")))
+                self.block.pack_scalar(i, a)
+        self._scalar_packs = tuple(packs)
+        self.scalars = tuple(p[0] for p in packs)
+
+    def pack_scalars(self, args: tuple) -> None:
+        buf = self._buf
+        for i, pack_into, offset, fmt in self._scalar_packs:
+            value = args[i]
+            if fmt in ("ff", "dd"):
+                value = complex(value)
+                pack_into(buf, offset, value.real, value.imag)
+            elif fmt == "?":
+                pack_into(buf, offset, bool(value))
+            else:
+                pack_into(buf, offset, value)
+
+    def __call__(self, count, dim, arrays) -> None:
+        """Launch on ``arrays[0]`` (a CUstream) with scalar values from ``arrays[1]``."""
+        stream, args = arrays
+        if self._scalar_packs:
+            self.pack_scalars(args)
+        err = self._launch(self.kernel.function, count[0], count[1], count[2], dim[0], dim[1], dim[2],
+                           0, stream, self._address, 0)[0]
+        if err != self._success:
+            raise self.refused(err, count, dim)
+
+    def refused(self, err, count, dim):
+        """The ``CudaError`` of a refused launch, saying what the kernel allows."""
+        k = self.kernel
+        threads = dim[0] * dim[1] * dim[2]
+        notes = [f"kernel {k.name}, cube count {tuple(count)}, cube dim {tuple(dim)} ({threads} units)"]
+        if k.max_threads and threads > k.max_threads:
+            notes.append(f"this kernel allows at most {k.max_threads} units per cube")
+        if k.shared_bytes:
+            notes.append(f"it uses {k.shared_bytes} bytes of static shared memory per cube")
+        return self._driver.error("cuLaunchKernel", err, "; ".join(notes))

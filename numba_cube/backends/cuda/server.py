@@ -1,0 +1,528 @@
+"""``CudaServer``: the runtime's ``HostServer`` policy over a real GPU.
+
+What is reused from ``HostServer`` unchanged: the ledger and the execute scope (every dispatch
+runs inside ``ExecuteScope`` through ``capture.run_recorded``), the hazard tracker (inferred
+dependencies), the memory table and ``MemoryPool`` (size classes, quarantine), the capture state
+machine and its refusals, reads/sync/check bookkeeping, exclusive use.
+
+What is replaced:
+
+- **channel**: ``InlineChannel``. Server operations run on the issuing thread under the device
+  lock: a launch is a ~4 us asynchronous driver call, and a hop to a device thread would cost
+  more than that;
+- **executor**: ``CudaStreams`` (``streams.py``) instead of worker threads: a task runs at once,
+  on the CUDA stream of its stream id, after device-side event waits for its dependencies, and
+  records an event; tasks answer ``done``/``wait`` from their events;
+- **compile and launch**: a two-level cache. A *launch plan* (``launch_plan.py``) per (kernel,
+  bound buffers, scalar types, options) holds the loaded kernel with the buffers' pointers,
+  shapes and strides already packed, and the read/write sets already worked out; it is found by
+  one dict lookup and dropped when a buffer it binds is freed (the runtime's plan bookkeeping).
+  On a miss, the *kernel entry* per (kernel, argument signature, options) compiles with numba-cuda
+  (``compiler.py``) once, or remembers the compile failure;
+- **memory**: device memory through ``cuMemAlloc`` under the pool (``memory.py``); ``create`` is a
+  synchronous host-to-device copy into fresh memory, ``write`` an asynchronous copy in stream
+  order from pinned staging, ``read`` a device-to-host copy after waiting for the writer's event;
+- **dynamic counts**: the device-count kernel where the kernel allows it, else a blocking 12-byte
+  read-back (``dynamic.py``; ``NUMBA_CUBE_CUDA_DYNAMIC_COUNT=readback`` forces the read-back);
+- **graphs**: hardware CUDA graphs (``graphs.py``);
+- **interop**: ``__cuda_array_interface__`` export and adoption of foreign arrays (``interop.py``).
+
+Faults. A launch the driver refuses (too many threads per block, too much shared memory) raises
+from ``cuLaunchKernel`` inside the scope: a failure recorded on its write set (``LaunchFailure``
+on read), nothing else is affected. A *sticky* fault (an illegal address in a kernel) breaks the
+whole CUDA context: it is kept as the server's fault and ``sync()`` raises ``DeviceFault``. What
+survives it: nothing on this device. Every later driver call in the context fails the same way,
+so later launches fail their write sets with the fault as root cause, reads raise
+``DeviceFault``, and the memory is lost; the process must restart to use this GPU again (the
+primary context is shared with numba-cuda, CuPy and PyTorch, which are broken the same way).
+Other devices (``cuda:1``, ``cpu``) and their buffers are unaffected.
+
+Context. Every operation makes the device's primary context current on the calling thread if it
+is not (one ``cuCtxGetCurrent`` per operation): threads start with no context, and other
+libraries switch contexts on multi-GPU machines.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ... import config
+from ...errors import BackendNotFound, CaptureError, CompileError, DeviceFault
+from ...kernel.kernel import resolve_access
+from ...runtime import observers
+from ...runtime.capture import Recorded
+from ...runtime.channel import InlineChannel
+from ...runtime.handle import Binding
+from ...runtime.ledger import Failure, failed_writing
+from ...runtime.memory import MemoryPool
+from ...runtime.modes import LaunchMode
+from ...runtime.server import HostServer
+from .driver import CudaError, Driver
+from .dynamic import DynamicCountMixin
+from .interop import BorrowedTable, CudaInteropMixin
+from .launch_plan import LaunchPlan
+from .memory import DeviceAllocator, PinnedPool
+from .streams import CudaStreams, CudaTask
+
+__all__ = ["CudaServer", "make_gpu_server"]
+
+log = logging.getLogger("numba_cube")
+
+_U32 = np.dtype(np.uint32)
+
+
+class _KernelEntry(NamedTuple):
+    """A kernel compiled for one argument signature (or why it did not compile), and its IO."""
+
+    compiled: Any
+    error: BaseException | None
+    access: tuple
+
+
+class _Plan:
+    """Everything a warm launch needs, worked out once per launch-plan key."""
+
+    __slots__ = ("launch", "error", "reads", "writes", "read_mems", "write_mems", "device_count",
+                 "readback", "count_ptr", "foreign", "bound_for")
+
+    def __init__(self):
+        self.launch = None          # LaunchPlan of the kernel (None on a compile failure)
+        self.error = None           # the compile failure
+        self.reads = ()
+        self.writes = ()
+        self.read_mems = frozenset()
+        self.write_mems = frozenset()
+        self.device_count = None    # LaunchPlan of the device-count wrapper, when eligible
+        self.readback = False       # a dynamic count resolved by read-back
+        self.count_ptr = 0
+        self.foreign = ()           # memory ids of borrowed buffers it binds
+        self.bound_for = {}         # block threads -> wrapper grid (device count)
+
+
+class CudaServer(CudaInteropMixin, DynamicCountMixin, HostServer):
+    """One GPU: its primary context, streams, memory, compile cache and ledger."""
+
+    def __init__(self, index: int, *, driver: Driver | None = None, compiler=None,
+                 name: str = "cuda", baseline_rule: bool = False):
+        drv = driver if driver is not None else Driver()
+        self.driver = drv
+        self.index = index
+        drv.init()
+        count = drv.device_count()
+        if not 0 <= index < count:
+            raise BackendNotFound(f"{name}:{index}: this machine has {count} CUDA device(s)")
+        self._dev = drv.device(index)
+        self._ctx = drv.primary_context(self._dev)
+        self._ctx_int = int(self._ctx)
+        self._get_current = drv.api.cuCtxGetCurrent
+        self._success = drv.SUCCESS
+        self.activate()
+        self.device_name = drv.device_name(self._dev)
+        self.sm_count = drv.device_attribute("CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT", self._dev)
+        device = f"{name}:{index}"
+        allocator = DeviceAllocator(drv, self.activate)
+        super().__init__(device, allocator, InlineChannel(device), baseline_rule=baseline_rule)
+        allocator._trim = self.pool_trim
+        self.allocator = allocator
+        self.streams = CudaStreams(drv, self._fatal, self.ledger)
+        self.pool = MemoryPool(allocator.allocate, allocator.release)
+        self.pinned = PinnedPool(drv, self.activate)
+        if compiler is None:
+            from .compiler import NumbaCudaCompiler
+
+            compiler = NumbaCudaCompiler(drv, index)
+        self.compiler = compiler
+        self._ptrs: dict[int, int] = {}            # memory id -> device address
+        self._kernels: dict[tuple, _KernelEntry] = {}
+        self._wrappers: dict = {}                  # kernel id -> device-count wrapper or Ineligible
+        self.borrowed = BorrowedTable()
+        self._borrowed_ids: set = set()
+        self._count_buf = None                     # pinned 16 bytes for count read-backs
+        self._capture_stream = None
+        self._export_stream = None
+        self._upload = None                        # private stream of create()'s copies
+        self._upload_lock = threading.Lock()
+        self._foreign_streams: dict = {}           # borrowed memory id -> CAI stream (1: legacy)
+        self.dynamic_mode = config.get_str("NUMBA_CUBE_CUDA_DYNAMIC_COUNT", "auto", ("auto", "readback"))
+
+    def __repr__(self) -> str:
+        return f"<CudaServer {self.device} ({self.device_name})>"
+
+    # -- context -------------------------------------------------------------------------------------
+    def activate(self) -> None:
+        """Make this device's primary context current on the calling thread (if it is not)."""
+        err, cur = self._get_current()
+        if err != self._success:
+            raise self.driver.error("cuCtxGetCurrent", err)
+        if int(cur) != self._ctx_int:
+            self.driver.set_current(self._ctx)
+
+    # -- faults --------------------------------------------------------------------------------------
+    def _on_fault(self, exc: BaseException) -> None:
+        if isinstance(exc, CudaError) and not exc.sticky:
+            log.warning("numba_cube: %s on %s (not a sticky fault)", exc, self.device)
+            return
+        super()._on_fault(exc)
+
+    def _fatal(self, exc: BaseException) -> None:
+        """A driver call of the executor failed (an event record or stream wait): whatever the
+        error, ordering can no longer be guaranteed, so the device counts as broken."""
+        super()._on_fault(exc)
+
+    def device_fault(self) -> DeviceFault | None:
+        """A broken device, as ``sync()`` reports it: a fault seen by any operation, or one the
+        context reports now (``cuCtxSynchronize``: this also waits for all work in the context)."""
+        if self.fault is None and self.channel.fault is None:
+            try:
+                self.activate()
+                self.driver.ctx_synchronize()
+            except CudaError as exc:
+                self._on_fault(exc)
+        return super().device_fault()
+
+    def _raise_fault(self, exc: CudaError):
+        if exc.sticky:
+            self._on_fault(exc)
+            err = DeviceFault(f"device {self.device} is broken: {exc}")
+            err.__cause__ = exc
+            return err
+        return exc
+
+    # -- memory --------------------------------------------------------------------------------------
+    def pool_trim(self) -> None:
+        self.pool.trim()
+
+    def op_alloc(self, nbytes: int, stream=None) -> int:
+        memory_id = super().op_alloc(nbytes, stream)
+        self._ptrs[memory_id] = self.memory[memory_id][1].ptr
+        return memory_id
+
+    def _drain_frees(self) -> None:
+        if self._to_free:
+            for memory_id in list(self._to_free):
+                self._ptrs.pop(memory_id, None)
+                if memory_id in self._borrowed_ids:
+                    # Borrowed bytes belong to another library: never to the pool.
+                    self._to_free.remove(memory_id)
+                    self._borrowed_ids.discard(memory_id)
+                    self.memory.pop(memory_id, None)
+                    for pkey in self._plans_by_memory.pop(memory_id, ()):
+                        self._launch_plans.pop(pkey, None)
+                    self.hazards.forget(memory_id)
+                    self.ledger.forget(memory_id)
+                    self.borrowed.forget_id(memory_id)
+        super()._drain_frees()
+
+    def host_array(self, b: Binding):
+        raise TypeError(f"{self.device} memory is device memory: it has no host view "
+                        f"(read it with client.read)")
+
+    def _device_ptr(self, b: Binding) -> int:
+        return self._ptrs[b.memory_id] + b.offset
+
+    def initial_write(self, b: Binding, data: np.ndarray) -> None:
+        """Fill fresh memory (``create``, on the issuing thread), complete when this returns.
+
+        Not ``cuMemcpyHtoD``: from pageable memory it may return before the DMA has landed, and
+        it is ordered on the legacy default stream, which our non-blocking streams do not wait
+        for; a kernel launched right after ``create`` could read the old bytes. So: an
+        asynchronous copy on a private upload stream, and a wait for that stream."""
+        src = np.ascontiguousarray(data, dtype=b.dtype)
+        if src.nbytes == 0:
+            return
+        self.activate()
+        try:
+            upload = self._upload_stream()
+            self.driver.memcpy_htod_async(self._device_ptr(b), src.ctypes.data, src.nbytes, upload)
+            self.driver.stream_synchronize(upload)
+        except CudaError as exc:
+            raise self._raise_fault(exc) from exc
+
+    def _upload_stream(self):
+        stream = self._upload
+        if stream is None:
+            with self._upload_lock:
+                if self._upload is None:
+                    self._upload = self.driver.stream_create()
+                stream = self._upload
+        return stream
+
+    def read_binding(self, b: Binding) -> np.ndarray:
+        """A host copy of a binding's bytes; the caller waited for its writers' events."""
+        out = np.empty(b.shape, b.dtype)
+        if out.nbytes == 0:
+            return out
+        self.activate()
+        try:
+            self.driver.memcpy_dtoh(out.ctypes.data, self._device_ptr(b), out.nbytes)
+        except CudaError as exc:
+            raise self._raise_fault(exc) from exc
+        return out
+
+    def op_write(self, b: Binding, staged: np.ndarray, stream) -> None:
+        """A host write into a handle in stream order: pinned staging, an asynchronous copy."""
+        if self._to_free:
+            self._drain_frees()
+        self.activate()
+        nbytes = b.nbytes
+        region = b.region
+        dst = self._device_ptr(b)
+        pinned = None
+        if nbytes:
+            pinned = self.pinned.get(nbytes)
+            pinned.array[:nbytes] = np.ascontiguousarray(staged).reshape(-1).view(np.uint8)
+        ledger = self.ledger
+        driver = self.driver
+        task = CudaTask(None, stream, "host-write")
+
+        def copy():
+            try:
+                if nbytes:
+                    driver.memcpy_htod_async(dst, pinned.ptr, nbytes, task.cs.handle)
+            except CudaError as exc:
+                ledger.record((region,), Failure(exc, "host-write", ("host-write",)))
+                self._raise_fault(exc)
+            else:
+                ledger.record((region,), None)
+
+        task.run = copy
+        deps = self.hazards.register(task, (), (b.memory_id,))
+        self.streams.enqueue(task, deps)
+        if pinned is not None:
+            self.pinned.lend(task, pinned)
+
+    def op_sync(self) -> list:
+        self.activate()
+        self.pinned.sweep()
+        if self.borrowed:
+            self.borrowed.sweep(self.hazards, self.ledger)   # let go of finished foreign arrays
+        return super().op_sync()
+
+    # Waiting happens on the calling thread after these return (task.wait: cuEventSynchronize),
+    # so they make the context current there first.
+    def op_wait_read(self, bindings) -> list:
+        self.activate()
+        return super().op_wait_read(bindings)
+
+    def op_wait_all_users(self, bindings) -> list:
+        self.activate()
+        return super().op_wait_all_users(bindings)
+
+    def op_known_failures(self, bindings) -> list:
+        self.activate()
+        return super().op_known_failures(bindings)
+
+    def op_replay(self, graph) -> None:
+        self.activate()
+        super().op_replay(graph)
+
+    # -- compile ---------------------------------------------------------------------------------------
+    def _kernel_entry(self, kernel, args: tuple, options: tuple, *, py_func=None, kid=None,
+                      access=None) -> _KernelEntry:
+        kid = kid or kernel.id
+        sig = tuple((a.dtype, len(a.shape)) if type(a) is Binding else type(a) for a in args)
+        key = (kid, sig, options)
+        entry = self._kernels.get(key)
+        if entry is not None:
+            self.stats["cache_hits"] += 1
+            return entry
+        self.stats["compiles"] += 1
+        if access is None:
+            ndims = tuple(len(a.shape) if type(a) is Binding else None for a in args)
+            try:
+                access = resolve_access(kernel, ndims)
+            except Exception:  # noqa: BLE001 - the analysis must never break a launch: assume all
+                log.debug("IO analysis failed for %s", kernel.id, exc_info=True)
+                access = tuple((n is not None, n is not None) for n in ndims)
+        try:
+            compiled = self.compiler.compile((kid, options), py_func or kernel.py_func, kernel.name,
+                                             args, dict(options))
+            entry = _KernelEntry(compiled, None, access)
+        except CompileError as exc:
+            entry = _KernelEntry(None, exc, access)
+        except CudaError as exc:
+            err = CompileError(f"kernel {kernel.name} could not be loaded on {self.device}: {exc}")
+            err.__cause__ = exc
+            entry = _KernelEntry(None, err, access)
+        except Exception as exc:  # noqa: BLE001 - Numba's own errors are compile failures too
+            err = CompileError(f"kernel {kernel.name} failed to compile for CUDA: {type(exc).__name__}: {exc}")
+            err.__cause__ = exc
+            entry = _KernelEntry(None, err, access)
+        finally:
+            self.activate()   # numba-cuda pops its context when it is done
+        self._kernels[key] = entry
+        self.compile_cache[key] = entry
+        return entry
+
+    # -- launch ----------------------------------------------------------------------------------------
+    def _cuda_plan(self, req) -> _Plan:
+        """The plan of this launch: one dict lookup when warm (see the module docstring)."""
+        args = req.args
+        cb = req.count_binding
+        pkey = (req.kernel.id, tuple([a if type(a) is Binding else type(a) for a in args]), req.options, cb)
+        plan = self._launch_plans.get(pkey)
+        if plan is not None:
+            self.stats["cache_hits"] += 1
+            return plan
+        plan = self._build_plan(req)
+        if len(self._launch_plans) >= 4096:
+            self._launch_plans.clear()
+            self._plans_by_memory.clear()
+        self._launch_plans[pkey] = plan
+        for mem in plan.read_mems | plan.write_mems:
+            self._plans_by_memory.setdefault(mem, []).append(pkey)
+        return plan
+
+    def _build_plan(self, req) -> _Plan:
+        args = req.args
+        kernel = req.kernel
+        entry = self._kernel_entry(kernel, args, req.options)
+        plan = _Plan()
+        reads, writes = self._regions(req, entry.access)
+        plan.reads, plan.writes = reads, writes
+        plan.read_mems = frozenset(r[0] for r in reads)
+        plan.write_mems = frozenset(w[0] for w in writes)
+        plan.foreign = tuple(m for m in plan.read_mems | plan.write_mems if m in self._borrowed_ids)
+        if entry.error is not None:
+            plan.error = entry.error
+            return plan
+        plan.launch = LaunchPlan(entry.compiled, self.driver, args, self._device_ptr)
+        cb = req.count_binding
+        if cb is not None:
+            plan.count_ptr = self._device_ptr(cb)
+            plan.readback = True
+            if self.dynamic_mode == "auto":
+                wrapper = self._wrapper_of(kernel)
+                if not isinstance(wrapper, Exception):
+                    count_arg = Binding(cb.memory_id, cb.offset, (3,), _U32)
+                    wargs = (count_arg,) + tuple(args)
+                    wentry = self._kernel_entry(kernel, wargs, req.options, py_func=wrapper,
+                                                kid=kernel.id + "#device-count",
+                                                access=((True, False),) + tuple(entry.access))
+                    if wentry.error is None:
+                        plan.device_count = LaunchPlan(wentry.compiled, self.driver, wargs, self._device_ptr)
+                    else:
+                        log.info("numba_cube: device-count form of %s does not compile (%s); "
+                                 "dynamic counts are read back", kernel.name, wentry.error)
+        return plan
+
+    def op_launch(self, req, blocking: bool = False):
+        """Steps 1-4 of runtime.md 1.2 on the GPU; the task runs at once (see ``CudaStreams``)."""
+        if self._to_free:
+            self._drain_frees()
+        self.activate()
+        plan = self._cuda_plan(req)
+        if req.mode is LaunchMode.SKIP:
+            self.stats["skipped"] += 1
+            return None
+        if plan.error is not None or req.count_binding is not None or self.captures:
+            return self._launch_general(req, plan, blocking)
+        # The common case: a static launch of a kernel that compiled, no capture open.
+        cs = self.streams.stream(req.stream)
+        task = CudaTask(None, req.stream, req.kernel.id)
+        task.rec = Recorded(task.label, plan.launch, req.count.as_tuple(), req.dim.as_tuple(),
+                            (cs.handle, req.args), None, plan.reads, plan.writes)
+        task.cs = cs
+        return self._submit(task, plan, blocking)
+
+    def _submit(self, task: CudaTask, plan: _Plan, blocking: bool):
+        deps = self.hazards.register(task, plan.read_mems, plan.write_mems)
+        task.task_id = next(self._task_ids)
+        if blocking:
+            task.timing = self.streams.timing_pair()
+        if observers.tasks_observed():
+            start = time.perf_counter()
+            self.streams.enqueue(task, deps)
+            self._notify_task(task, deps, start, plan.writes)
+        else:
+            self.streams.enqueue(task, deps)
+        if plan.foreign:
+            self._after_foreign(task, plan.foreign)
+        self.stats["launched"] += 1
+        return task if blocking else None
+
+    def _launch_general(self, req, plan: _Plan, blocking: bool):
+        """Compile failures, dynamic counts and capture windows."""
+        kid = req.kernel.id
+        reads, writes = plan.reads, plan.writes
+        capture = self.captures.get(req.stream) if self.captures else None
+        ledger = self.ledger
+        if plan.error is not None:
+            if capture is not None:
+                capture.refuse(f"launch of {kid} (its kernel does not compile: {plan.error})")
+                return None
+            error = plan.error
+            task = CudaTask(lambda: failed_writing(ledger, kid, writes, error), req.stream, kid)
+            task.failure_hint = Failure(error, kid, (kid,))
+            task.ran = False
+            return self._submit(task, plan, blocking)
+        cs = self.streams.stream(req.stream)
+        arrays = (cs.handle, req.args)
+        device_count = plan.device_count is not None and (
+            capture is not None or ledger.first_failure(writes) is None)
+        if req.count_binding is None:
+            rec = Recorded(kid, plan.launch, req.count.as_tuple(), req.dim.as_tuple(), arrays,
+                           None, reads, writes)
+        elif device_count:
+            dim = req.dim.as_tuple()
+            rec = Recorded(kid, plan.device_count, (self._wrapper_grid(plan, dim), 1, 1), dim,
+                           (cs.handle, (None,) + tuple(req.args)), None, reads, writes)
+        else:
+            rec = Recorded(kid, plan.launch, (0, 0, 0), req.dim.as_tuple(), arrays, None, reads, writes)
+        if capture is not None:
+            if ledger.first_failure(reads) is not None:
+                capture.refuse(f"launch of {kid} (skipped: an input carries a failure)")
+            elif req.count_binding is not None and not device_count:
+                capture.refuse(f"launch of {kid} with a dynamic count read back on the host "
+                               f"(a CUDA graph cannot carry the read-back; "
+                               f"{self._wrapper_reason(req.kernel)})")
+            else:
+                capture.recorded.append(rec)
+            return None
+        task = CudaTask(None, req.stream, kid)
+        task.cs = cs
+        if req.count_binding is not None and not device_count:
+            task.run = self._readback_run(task, rec, plan.count_ptr)
+        else:
+            task.rec = rec
+        return self._submit(task, plan, blocking)
+
+    def _notify_task(self, task: CudaTask, deps, start: float, rec_writes: tuple) -> None:
+        # On the GPU the dispatch runs later on the device: the times are the host enqueue times.
+        end = time.perf_counter()
+        observers.notify_task(observers.TaskEvent(
+            self.device, task.task_id, task.label, task.stream, tuple(d.task_id for d in deps),
+            start if task.ran else None, end if task.ran else None,
+            self.ledger.first_failure(rec_writes) is not None))
+
+    # -- capture ---------------------------------------------------------------------------------------
+    def capture_stream(self):
+        if self._capture_stream is None:
+            self._capture_stream = self.driver.stream_create()
+        return self._capture_stream
+
+    def op_stop_capture(self, stream):
+        from .graphs import CudaGraph
+
+        capture = self.captures.pop(stream, None)
+        if capture is None:
+            raise CaptureError(f"no capture is open on {stream}")
+        if capture.doomed is not None:
+            raise CaptureError(f"the capture failed: {capture.doomed} was refused inside the window")
+        memory_ids = frozenset(r[0] for rec in capture.recorded for r in rec.reads + rec.writes)
+        missing = [m for m in memory_ids if m not in self.memory]
+        if missing:
+            raise CaptureError(f"{len(missing)} buffer(s) used inside the window were freed before stop_capture")
+        return CudaGraph(self, stream, capture.recorded, memory_ids)
+
+
+def make_gpu_server(index: int, name: str = "cuda") -> CudaServer:
+    """The server of device ``cuda:<index>`` on a real GPU."""
+    rule = config.get_str("NUMBA_CUBE_DEPENDENCY_RULE", "hazard", ("hazard", "baseline"))
+    return CudaServer(index, name=name, baseline_rule=(rule == "baseline"))
+

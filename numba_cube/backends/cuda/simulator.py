@@ -1,0 +1,221 @@
+"""The CUDA backend under numba-cuda's simulator: a ``HostBackend`` driven by ``HostServer``.
+
+This is what ``cube.client("cuda")`` is when ``NUMBA_ENABLE_CUDASIM=1`` (CI has no GPU), and what a
+separate plugin can register under another name (``make_simulator_server(index, "cudasim")``).
+It runs the *same kernels* through the *same runtime* (gates, ledger, hazards, stream workers,
+memory pool, capture); only the mechanism differs from the GPU's:
+
+- compile: ``FakeCUDAKernel(py_func, device=False, fastmath=False)`` (works whether or not the
+  simulator is enabled for ``numba.cuda`` itself); nothing is compiled, the Python function is
+  interpreted at each dispatch, one Python thread per unit;
+- dispatch: ``fake[count, dim](*views)`` with every array wrapped as a ``FakeCUDAArray`` over the
+  NumPy view of our memory (no copy in, no copy back, so aliased arguments see each other's
+  writes as on a GPU);
+- an out-of-bounds index raises ``IndexError`` inside the simulated kernel: a launch failure
+  recorded on the launch's write set, like any kernel error;
+- what a real driver refuses (more than 1024 units per cube, a dimension above CUDA's limits) is
+  refused here too, with the same ``CudaError`` name (``CUDA_ERROR_INVALID_VALUE``), so a test
+  of refusals runs unchanged on the simulator and on a GPU.
+
+Two properties of the simulator shape this module:
+
+- It runs one kernel at a time per process (its kernel context is a module global and it asserts
+  there is no other), and a ``FakeCUDAKernel`` keeps its launch configuration in attributes. So
+  every dispatch takes ``_SIMULATOR_LOCK``: streams still order and overlap their bookkeeping;
+  only the simulated kernels are serialized.
+- While a kernel runs, it swaps the ``cuda`` module for its fake in the *globals* of the kernel's
+  function. Swapping the user's module globals would let a concurrent compile of another kernel
+  of that module (by the CPU backend, on another thread) see the fake module. So each kernel runs
+  as a copy of its function over a private copy of its globals, in which ``cuda.jit(device=True)``
+  device functions are replaced by simulated ones (``_isolated``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+import types
+
+import numpy as np
+
+from ... import config
+from ...runtime.channel import ThreadChannel
+from ...runtime.handle import Allocation, Binding, Handle
+from ...runtime.memory import ALIGNMENT
+from ...runtime.server import HostServer
+from ..base import HostBackend
+from .driver import CudaError
+from .interop import BorrowedEntry, BorrowedTable
+
+__all__ = ["SimulatorBackend", "SimulatorServer", "make_simulator_server", "check_launch_limits"]
+
+_SIMULATOR_LOCK = threading.Lock()
+
+#: CUDA's launch limits (every GPU numba-cuda supports): threads per block, block and grid dims.
+MAX_BLOCK_THREADS = 1024
+MAX_BLOCK_DIM = (1024, 1024, 64)
+MAX_GRID_DIM = (2**31 - 1, 65535, 65535)
+
+
+def check_launch_limits(count: tuple, dim: tuple, kernel_name: str = "kernel") -> None:
+    """Raise the ``CudaError`` a driver would for a launch outside CUDA's limits."""
+    threads = dim[0] * dim[1] * dim[2]
+    problem = None
+    if threads > MAX_BLOCK_THREADS:
+        problem = f"a cube of {threads} units exceeds the limit of {MAX_BLOCK_THREADS} per cube"
+    elif any(d > m for d, m in zip(dim, MAX_BLOCK_DIM)):
+        problem = f"cube dim {tuple(dim)} exceeds the limits {MAX_BLOCK_DIM}"
+    elif any(c > m for c, m in zip(count, MAX_GRID_DIM)):
+        problem = f"cube count {tuple(count)} exceeds the limits {MAX_GRID_DIM}"
+    if problem is not None:
+        raise CudaError("cuLaunchKernel (simulated)", None, "CUDA_ERROR_INVALID_VALUE",
+                        "invalid argument", f"{kernel_name}: {problem}")
+
+
+def _is_device_function(value) -> bool:
+    """A real ``cuda.jit(device=True)`` dispatcher (not callable from Python as it is)."""
+    options = getattr(value, "targetoptions", None)
+    return isinstance(options, dict) and bool(options.get("device")) and callable(getattr(value, "py_func", None))
+
+
+def _isolated(fn, memo: dict):
+    """``fn`` over a private copy of its globals, device functions simulated, recursively.
+
+    ``memo`` maps a module's globals dict to its copy; it is filled in *before* the copy's
+    device functions are rebuilt, so mutually recursive and same-module device functions share
+    one copy and the recursion ends.
+    """
+    from numba.cuda.simulator.kernel import FakeCUDAKernel
+
+    key = id(fn.__globals__)
+    private = memo.get(key)
+    if private is None:
+        private = memo[key] = dict(fn.__globals__)
+        for name, value in list(private.items()):
+            if _is_device_function(value):
+                private[name] = FakeCUDAKernel(_isolated(value.py_func, memo), device=True)
+    copy = types.FunctionType(fn.__code__, private, fn.__name__, fn.__defaults__, fn.__closure__)
+    copy.__kwdefaults__ = fn.__kwdefaults__
+    copy.__qualname__ = fn.__qualname__
+    copy.__module__ = fn.__module__
+    return copy
+
+
+class SimulatorBackend(HostBackend):
+    """Kernels on numba-cuda's CUDA simulator; memory as NumPy bytes."""
+
+    name = "cudasim"
+
+    def allocate(self, nbytes: int) -> np.ndarray:
+        # Over-allocate and slice so every buffer starts on the pool alignment (the runtime's
+        # compile-cache key includes the alignment of each view).
+        raw = np.empty(nbytes + ALIGNMENT, dtype=np.uint8)
+        shift = (-raw.ctypes.data) % ALIGNMENT
+        return raw[shift:shift + nbytes]
+
+    def array(self, memory, offset, shape, dtype) -> np.ndarray:
+        nbytes = dtype.itemsize
+        for s in shape:
+            nbytes *= s
+        return memory[offset:offset + nbytes].view(dtype).reshape(shape)
+
+    def arg_type(self, value):
+        if isinstance(value, np.ndarray):
+            return ("array", value.dtype.str, value.ndim)
+        return ("scalar", type(value).__name__)
+
+    def compile(self, kernel, arg_types, extras, options):
+        # Nothing is compiled: the simulator interprets the Python function at each dispatch.
+        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+        from numba.cuda.simulator.kernel import FakeCUDAKernel
+
+        fake = FakeCUDAKernel(_isolated(kernel.py_func, {}), device=False, fastmath=False)
+        name = kernel.name
+
+        def run(count, dim, args):
+            check_launch_limits(count, dim, name)
+            wrapped = [FakeCUDAArray(a) if isinstance(a, np.ndarray) and a.ndim > 0 else a for a in args]
+            with _SIMULATOR_LOCK:
+                fake[tuple(count), tuple(dim)](*wrapped)
+
+        return run
+
+
+class SimulatorServer(HostServer):
+    """``HostServer`` plus adoption of the simulator's "device arrays" (``FakeCUDAArray``, what
+    ``numba.cuda.to_device`` returns under the simulator) as launch arguments, without copies.
+
+    See ``interop.py`` for the contract; here foreign memory is host memory, so there is no
+    stream to order after (the simulator runs everything synchronously)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.borrowed = BorrowedTable()
+        self._borrowed_ids: set = set()
+
+    # Seam used by Client._bind for arguments that are not Handles.
+    def adopt_foreign(self, obj) -> Handle | None:
+        ary = getattr(obj, "_ary", None)  # FakeCUDAArray
+        if not isinstance(ary, np.ndarray) or not hasattr(obj, "__cuda_ndarray__"):
+            return None
+        return self.channel.call(self.op_adopt, obj, ary)
+
+    def op_adopt(self, owner, ary: np.ndarray) -> Handle:
+        from ...errors import LaunchArgumentError
+
+        if not ary.flags.c_contiguous:
+            raise LaunchArgumentError("non-contiguous simulator device arrays cannot be bound: pass a copy")
+        self.borrowed.maybe_sweep(self.hazards, self.ledger)
+        root = ary
+        while isinstance(root.base, np.ndarray):
+            root = root.base
+        if not root.flags.c_contiguous:
+            root = ary
+        base = root.__array_interface__["data"][0]
+        ptr = ary.__array_interface__["data"][0]
+        entry = self.borrowed.get(base)
+        if entry is None:
+            memory = root.reshape(-1).view(np.uint8)
+            memory_id = next(self._ids)
+            self.memory[memory_id] = (memory.nbytes, memory)
+            self._borrowed_ids.add(memory_id)
+            entry = BorrowedEntry(memory_id, base, memory.nbytes, None)
+            entry.allocation = Allocation(self, memory_id, memory.nbytes)
+            self.borrowed.add(entry)
+        self.borrowed.touch(entry, owner)
+        return Handle(entry.allocation, ptr - base, ary.shape, ary.dtype)
+
+    def op_launch(self, req, blocking=False):
+        if self.borrowed:
+            for a in req.args:
+                if isinstance(a, Binding):
+                    self.borrowed.consume(a.memory_id)
+        return super().op_launch(req, blocking)
+
+    def _drain_frees(self) -> None:
+        # Borrowed ids never reach the pool: their bytes belong to another library.
+        if self._to_free and self._borrowed_ids:
+            for memory_id in [m for m in self._to_free if m in self._borrowed_ids]:
+                self._to_free.remove(memory_id)
+                self._borrowed_ids.discard(memory_id)
+                self.memory.pop(memory_id, None)
+                self._views.pop(memory_id, None)
+                for pkey in self._plans_by_memory.pop(memory_id, ()):
+                    self._launch_plans.pop(pkey, None)
+                self.hazards.forget(memory_id)
+                self.ledger.forget(memory_id)
+                self.borrowed.forget_id(memory_id)
+        super()._drain_frees()
+
+
+def make_simulator_server(index: int, name: str = "cudasim") -> SimulatorServer:
+    """The server of device ``<name>:<index>`` on the simulator: its own memory, streams and
+    device thread (any index works, as with ``cpu``)."""
+    # Fail here, with the reason, rather than at the first launch.
+    importlib.import_module("numba.cuda.simulator.kernel")
+
+    device = f"{name}:{index}"
+    rule = config.get_str("NUMBA_CUBE_DEPENDENCY_RULE", "hazard", ("hazard", "baseline"))
+    return SimulatorServer(device, SimulatorBackend(), ThreadChannel(device),
+                           max_tasks=config.get_int("NUMBA_CUBE_MAX_TASKS", 32, 1),
+                           baseline_rule=(rule == "baseline"))

@@ -1,0 +1,314 @@
+"""The CUDA executor: stream work enqueued on the issuing thread, ordered by events.
+
+The runtime's ``HostServer`` hands each task to an executor (``enqueue(task, deps)``). On the CPU
+that executor queues it for a worker thread. On a GPU the work is itself asynchronous (a launch
+is an enqueue into a CUDA stream that costs a few microseconds), and a thread hop would cost more
+than the launch, so ``CudaStreams`` runs the task *immediately*, on the issuing thread, under the
+device's lock (the server's channel is an ``InlineChannel``):
+
+1. the task's stream id is mapped to a CUDA stream (one per ``StreamId``, created lazily,
+   non-blocking: no implicit ordering with the legacy default stream);
+2. for each dependency (an unfinished task of another stream, from the hazard tracker) the CUDA
+   stream waits on that task's event with ``cuStreamWaitEvent``: ordering happens on the device,
+   **never by blocking the host**. A wait already implied by an earlier wait on a later event of
+   the same producer stream is skipped;
+3. the task runs (it enqueues its CUDA work: a kernel, a copy, a graph launch);
+4. an event is recorded on the stream after it. The event is how everyone else learns about the
+   task: ``done`` is ``cuEventQuery``, ``wait()`` is ``cuEventSynchronize``, and a consumer on
+   another stream waits on it.
+
+Events come from a pool (``EventPool``): a task gives its event back when it is garbage (nobody
+can ask about it any more), so a long loop records into a handful of events instead of creating
+and destroying one per launch. Re-recording an event that another stream already waited on is
+safe: a ``cuStreamWaitEvent`` binds to the record that was current when it was called.
+
+Completion is also tracked per stream: when a task is found done, every earlier task of its stream
+is done too (``done_seq``), so pruning old tasks in the hazard tracker rarely calls the driver.
+
+CUDA streams are pooled as well: a program that makes many short-lived ``StreamId``s (one per
+thread, one per ``with cube.stream()``) reuses idle CUDA streams instead of creating one each.
+
+A failing driver call while recording or waiting is a broken device (a sticky error): it is
+reported to the server (``on_fault``, then ``DeviceFault`` from ``sync()``) and the task is
+treated as done, so nothing waits forever on an event that will never complete.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable
+
+from ...runtime.capture import run_recorded
+from .driver import CudaError
+
+__all__ = ["CudaTask", "CudaStreams", "EventPool"]
+
+log = logging.getLogger("numba_cube")
+
+#: Idle CUDA streams kept for reuse beyond which streams of finished stream ids are recycled.
+STREAM_POOL_LIMIT = 32
+
+
+class EventPool:
+    """Reusable CUDA events (timing disabled: cheaper to record)."""
+
+    def __init__(self, driver):
+        self._driver = driver
+        self._free: list = []
+        self.created = 0
+
+    def get(self):
+        free = self._free
+        if free:
+            return free.pop()
+        self.created += 1
+        return self._driver.event_create(timing=False)
+
+    def put(self, event) -> None:
+        self._free.append(event)
+
+
+class _CuStream:
+    """One CUDA stream serving one ``StreamId`` (until recycled)."""
+
+    __slots__ = ("sid", "handle", "ptr", "seq", "done_seq", "tail", "waited")
+
+    def __init__(self, sid, handle):
+        self.sid = sid
+        self.handle = handle          # CUstream object (what the driver calls take)
+        self.ptr = int(handle)        # its value (what __cuda_array_interface__ exports)
+        self.seq = 0                  # tasks enqueued so far
+        self.done_seq = 0             # every task with seq <= done_seq is known to be done
+        self.tail = None              # the last task enqueued
+        self.waited: dict = {}        # producer _CuStream -> highest seq already waited for
+
+
+class CudaTask:
+    """One unit of stream work on the GPU: what ``HostServer`` and the hazard tracker see.
+
+    It has the interface of the runtime's ``host_streams.Task`` (``run``, ``stream``, ``deps``,
+    ``label``, ``failure_hint``, ``duration``, ``task_id``, ``done``, ``wait``).
+    """
+
+    __slots__ = ("run", "rec", "stream", "deps", "label", "failure_hint", "task_id", "event", "seq",
+                 "cs", "timing", "ran", "_done", "_streams", "__weakref__")
+
+    def __init__(self, run, stream, label: str = ""):
+        self.run = run                # a callable, or None: then ``rec`` is dispatched
+        self.rec = None               # a capture.Recorded run through capture.run_recorded
+        self.stream = stream
+        self.deps: list = []
+        self.label = label
+        self.failure_hint = None
+        self.task_id = 0
+        self.event = None
+        self.seq = 0
+        self.cs = None
+        self.timing = None            # (start, end) timing events of a profiled task
+        self.ran = True               # False when the dispatch did not run (skipped, zero count)
+        self._done = False
+        self._streams = None
+
+    @property
+    def done(self) -> bool:
+        if self._done:
+            return True
+        cs = self.cs
+        if cs is None:
+            return False              # not enqueued yet
+        if self.seq <= cs.done_seq:
+            self._done = True
+            return True
+        event = self.event
+        if event is None:
+            self._done = True         # nothing was recorded (a broken device): nothing to wait for
+            return True
+        if self._streams.query(event):
+            self._done = True
+            cs.done_seq = max(cs.done_seq, self.seq)
+            return True
+        return False
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the task's work is complete on the device (``cuEventSynchronize``)."""
+        if self.done:
+            return True
+        event = self.event
+        if event is not None:
+            self._streams.synchronize(event)
+        self._done = True
+        cs = self.cs
+        if cs is not None and cs.done_seq < self.seq:
+            cs.done_seq = self.seq
+        return True
+
+    @property
+    def duration(self) -> float | None:
+        """Seconds the dispatch ran on the device (profiled tasks only), once done."""
+        if self.timing is None or not self.ran or not self.done:
+            return None
+        try:
+            return self._streams.elapsed(*self.timing)
+        except CudaError:
+            return None
+
+    @duration.setter
+    def duration(self, value) -> None:
+        # HostServer-style code assigns durations; on the GPU they come from events.
+        pass
+
+    def __del__(self):
+        streams = self._streams
+        if streams is not None:
+            if self.event is not None:
+                streams.events.put(self.event)
+            if self.timing is not None:
+                streams.timing_events.extend(self.timing)
+
+    def __repr__(self) -> str:
+        return f"<CudaTask {self.label} on {self.stream} {'done' if self._done else 'pending'}>"
+
+
+class CudaStreams:
+    """StreamId -> CUDA stream, and the inline enqueue. Called under the device lock."""
+
+    def __init__(self, driver, on_fault: Callable[[BaseException], None], ledger=None):
+        self.driver = driver
+        self.ledger = ledger
+        self.events = EventPool(driver)
+        self.timing_events: list = []
+        self._on_fault = on_fault
+        self._streams: dict = {}      # StreamId -> _CuStream
+        self._idle_handles: list = []
+        api = driver.api
+        self._wait = api.cuStreamWaitEvent
+        self._record = api.cuEventRecord
+        self._success = driver.SUCCESS
+
+    # -- streams ------------------------------------------------------------------------------------
+    def stream(self, sid) -> _CuStream:
+        """The CUDA stream of ``sid``, created (or recycled) on first use."""
+        cs = self._streams.get(sid)
+        if cs is None:
+            cs = self._streams[sid] = _CuStream(sid, self._new_handle())
+        return cs
+
+    def _new_handle(self):
+        if self._idle_handles:
+            return self._idle_handles.pop()
+        if len(self._streams) >= STREAM_POOL_LIMIT:
+            self._recycle()
+            if self._idle_handles:
+                return self._idle_handles.pop()
+        return self.driver.stream_create()
+
+    def _recycle(self) -> None:
+        """Give the CUDA streams of finished stream ids back to the pool. Safe: everything that
+        ran on such a stream is complete, so a later task of that id on another CUDA stream is
+        ordered after it trivially."""
+        for sid, cs in list(self._streams.items()):
+            if cs.tail is None or cs.tail.done:
+                del self._streams[sid]
+                self._idle_handles.append(cs.handle)
+
+    def handle_of(self, sid):
+        return self.stream(sid).handle
+
+    def stream_ids(self) -> list:
+        return list(self._streams)
+
+    # -- the executor interface used by HostServer --------------------------------------------------
+    def enqueue(self, task: CudaTask, deps: list) -> None:
+        """Run ``task`` now on its stream's CUDA stream, after device-side waits on ``deps``.
+
+        A task with ``run`` calls it; one with only ``rec`` is a dispatch: ``run_recorded`` (the
+        execute scope around the launch plan's call), without a closure per launch."""
+        cs = task.cs
+        if cs is None:
+            cs = self.stream(task.stream)
+        task._streams = self
+        task.deps = deps
+        handle = cs.handle
+        for dep in deps:
+            dcs = dep.cs
+            if dcs is None or dep.event is None:
+                continue              # not a GPU task (cannot happen) or nothing recorded
+            if cs.waited.get(dcs, 0) >= dep.seq:
+                continue              # an earlier wait already covers it
+            err = self._wait(handle, dep.event, 0)[0]
+            if err != self._success:
+                self._fail(self.driver.error("cuStreamWaitEvent", err))
+                continue
+            cs.waited[dcs] = dep.seq
+        cs.seq += 1
+        task.seq = cs.seq
+        task.cs = cs
+        cs.tail = task
+        timing = task.timing
+        try:
+            if timing is not None:
+                self._record_checked(timing[0], handle)
+            run = task.run
+            if run is None:
+                if run_recorded(self.ledger, task.rec) is None:
+                    task.ran = False
+            else:
+                run()
+        finally:
+            task.deps = []            # only needed until the waits are enqueued
+            if timing is not None:
+                self._record_checked(timing[1], handle)
+            try:
+                event = self.events.get()
+            except CudaError as exc:
+                self._fail(exc)
+            else:
+                err = self._record(event, handle)[0]
+                if err != self._success:
+                    self.events.put(event)
+                    self._fail(self.driver.error("cuEventRecord", err))
+                else:
+                    task.event = event
+
+    def _record_checked(self, event, handle) -> None:
+        err = self._record(event, handle)[0]
+        if err != self._success:
+            self._fail(self.driver.error("cuEventRecord", err))
+
+    def timing_pair(self) -> tuple:
+        """Two timing-enabled events for a profiled task (pooled too)."""
+        te = self.timing_events
+        start = te.pop() if te else self.driver.event_create(timing=True)
+        end = te.pop() if te else self.driver.event_create(timing=True)
+        return (start, end)
+
+    def flush(self, sid) -> None:
+        """Nothing to flush: work is enqueued on the device as it is issued."""
+
+    def flush_tasks(self, tasks) -> None:
+        pass
+
+    def flush_all(self) -> list:
+        """The last task of every stream that is not done yet (waiting on them waits for all)."""
+        return [cs.tail for cs in self._streams.values() if cs.tail is not None and not cs.tail.done]
+
+    # -- driver calls made for tasks ----------------------------------------------------------------
+    def query(self, event) -> bool:
+        try:
+            return self.driver.event_query(event)
+        except CudaError as exc:
+            self._fail(exc)
+            return True
+
+    def synchronize(self, event) -> None:
+        try:
+            self.driver.event_synchronize(event)
+        except CudaError as exc:
+            self._fail(exc)
+
+    def elapsed(self, start, end) -> float:
+        return self.driver.event_elapsed_ms(start, end) / 1e3
+
+    def _fail(self, exc: BaseException) -> None:
+        log.error("numba_cube: %s", exc)
+        self._on_fault(exc)

@@ -1,0 +1,501 @@
+"""A fake CUDA driver (and compiler) for running the GPU path's *logic* on a machine without a GPU.
+
+``CudaServer`` talks to the driver through an injectable ``api`` object with the function names
+of ``cuda.bindings.driver``. This module provides one whose "device" is host memory and whose
+kernels run on numba-cuda's simulator, so the real server code (launch plans and their packed
+parameter blocks, streams and events, memory pool, read-back, device-count wrapper, graphs,
+interop, fault handling) runs end to end in CI.
+
+The fake is *adversarial about ordering*: stream work is queued, not run, and only makes progress
+when the host blocks (``cuStreamSynchronize``, ``cuEventSynchronize``, ``cuCtxSynchronize``);
+then runnable stream heads are picked newest-stream-first, so a consumer stream that forgot to
+wait on its producer's event runs *before* it and reads stale bytes. A stream wait binds to the
+event's record current at the time of ``cuStreamWaitEvent``, as in CUDA.
+
+What it does not model: real compilation (``FakeCompiler`` runs the kernel's Python function in
+the simulator; ``refuse_compile`` on a kernel function makes it fail), timing, shared-memory
+limits, concurrency inside a stream. Device pointers are real host addresses (NumPy buffers), so
+copies are ``memmove``.
+
+A kernel that raises inside the simulator (an out-of-bounds index) is a *sticky* device fault,
+as an illegal address is on a GPU: the context is broken and every later call returns
+``CUDA_ERROR_ILLEGAL_ADDRESS``.
+"""
+
+from __future__ import annotations
+
+import collections
+import ctypes
+import itertools
+import struct
+import threading
+
+import numpy as np
+from cuda.bindings import driver as _real
+
+from numba_cube.backends.cuda.launch_plan import ArgLayout, CompiledKernel, scalar_format
+from numba_cube.backends.cuda.compiler import arg_kinds
+from numba_cube.backends.cuda.simulator import _SIMULATOR_LOCK, _isolated
+
+R = _real.CUresult
+OK = R.CUDA_SUCCESS
+LEGACY = 1
+PER_THREAD = 2
+
+
+class _Event:
+    def __init__(self, timing):
+        self.timing = timing
+        self.gen = 0          # records made
+        self.done_gen = 0     # records completed
+
+
+class _Stream:
+    def __init__(self, sid):
+        self.sid = sid
+        self.ops: collections.deque = collections.deque()
+        self.capturing = None  # list of recorded kernel ops while capturing
+
+
+class _Function:
+    def __init__(self, py_func, args):
+        from numba.cuda.simulator.kernel import FakeCUDAKernel
+
+        self.fake = FakeCUDAKernel(_isolated(py_func, {}), device=False, fastmath=False)
+        self.kinds = arg_kinds(args)
+        self.dtypes = [getattr(a, "dtype", None) for a in args]
+        self.layout = ArgLayout(self.kinds)
+        self.name = getattr(py_func, "__name__", "kernel")
+
+
+class FakeApi:
+    """The subset of ``cuda.bindings.driver`` the CUDA backend uses, on host memory."""
+
+    # Enums and handle types come from the real bindings (they need no driver).
+    CUresult = R
+    CUstream = _real.CUstream
+    CUevent = _real.CUevent
+    CUkernel = _real.CUkernel
+    CUfunction = _real.CUfunction
+    CUdevice_attribute = _real.CUdevice_attribute
+    CUstream_flags = _real.CUstream_flags
+    CUevent_flags = _real.CUevent_flags
+    CUpointer_attribute = _real.CUpointer_attribute
+    CUstreamCaptureMode = _real.CUstreamCaptureMode
+    CUfunction_attribute = _real.CUfunction_attribute
+
+    def __init__(self, devices: int = 2, sm_count: int = 4):
+        self.devices = devices
+        self.sm_count = sm_count
+        self._ids = itertools.count(100)
+        self._local = threading.local()
+        self._lock = threading.RLock()
+        self.broken = None                      # CUresult of a sticky fault
+        self.allocs: dict[int, tuple] = {}      # base address -> (numpy buffer, device ordinal)
+        self.streams: dict[int, _Stream] = {LEGACY: _Stream(LEGACY), PER_THREAD: _Stream(PER_THREAD)}
+        self.events: dict[int, _Event] = {}
+        self.functions: dict[int, _Function] = {}
+        self.graphs: dict[int, list] = {}
+        self.execs: dict[int, list] = {}
+        self.calls = collections.Counter()
+        self.launches = 0
+        self.device_of_ctx = {1000 + d: d for d in range(devices)}
+
+    # -- helpers -----------------------------------------------------------------------------------
+    def _sticky(self):
+        return (self.broken,) if self.broken is not None else None
+
+    def _alloc_host(self, nbytes: int, device: int) -> int:
+        buf = np.zeros(max(nbytes, 1) + 256, np.uint8)
+        base = buf.ctypes.data
+        shift = (-base) % 256
+        view = buf[shift:shift + max(nbytes, 1)]
+        addr = view.ctypes.data
+        self.allocs[addr] = (view, buf, device)
+        return addr
+
+    def find(self, ptr: int):
+        for base, (view, _, dev) in self.allocs.items():
+            if base <= ptr < base + view.nbytes:
+                return base, view.nbytes, dev
+        return None
+
+    def _stream(self, handle) -> _Stream:
+        sid = int(handle)
+        if sid == 0:
+            sid = LEGACY
+        return self.streams[sid]
+
+    def _enqueue(self, handle, op) -> None:
+        st = self._stream(handle)
+        if st.capturing is not None:
+            if op[0] != "kernel":
+                raise RuntimeError(f"fake driver: {op[0]} cannot be captured")
+            st.capturing.append(op)
+        else:
+            st.ops.append(op)
+
+    # -- the scheduler: progress only when the host blocks --------------------------------------------
+    def _runnable(self, st: _Stream) -> bool:
+        if not st.ops:
+            return False
+        op = st.ops[0]
+        if op[0] == "wait":
+            return op[1].done_gen >= op[2]
+        return True
+
+    def _step(self) -> bool:
+        for sid in sorted(self.streams, reverse=True):   # newest stream first: adversarial
+            st = self.streams[sid]
+            if self._runnable(st):
+                self._run(st.ops.popleft())
+                return True
+        return False
+
+    def _run(self, op) -> None:
+        kind = op[0]
+        if kind == "record":
+            op[1].done_gen = max(op[1].done_gen, op[2])
+        elif kind == "copy":
+            ctypes.memmove(op[1], op[2], op[3])
+        elif kind == "kernel":
+            _, func, grid, block, values = op
+            self._run_kernel(func, grid, block, values)
+
+    def _drain(self, done) -> int:
+        while not done():
+            if self.broken is not None:
+                return self.broken
+            if not self._step():
+                raise RuntimeError("fake driver: deadlock (a wait that nothing will satisfy)")
+        return self.broken if self.broken is not None else OK
+
+    def _run_kernel(self, func: _Function, grid, block, values) -> None:
+        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+        args = []
+        for (kind, v), dtype in zip(values, func.dtypes):
+            if kind == "array":
+                ptr, shape = v
+                nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+                raw = (ctypes.c_uint8 * max(nbytes, 1)).from_address(ptr)
+                arr = np.frombuffer(raw, np.uint8)[:nbytes].view(dtype).reshape(shape)
+                args.append(FakeCUDAArray(arr) if arr.ndim else arr)
+            else:
+                args.append(v)
+        try:
+            with _SIMULATOR_LOCK:
+                func.fake[grid, block](*args)
+        except Exception as exc:  # noqa: BLE001 - a kernel fault breaks the context (sticky)
+            self.broken = R.CUDA_ERROR_ILLEGAL_ADDRESS
+            self.fault_reason = exc
+            for st in self.streams.values():
+                st.ops.clear()
+
+    def _decode(self, func: _Function, params: int) -> list:
+        """Copy the kernel's parameters out of ``kernelParams`` (the driver does it at launch)."""
+        n = func.layout.nparams
+        ptrs = (ctypes.c_void_p * max(n, 1)).from_address(params)
+        values = []
+        k = 0
+        for kind in func.kinds:
+            if kind[0] == "array":
+                ndim = kind[1]
+                raw = [ctypes.c_int64.from_address(ptrs[k + j]).value for j in range(5 + 2 * ndim)]
+                meminfo, parent, nitems, itemsize, data = raw[:5]
+                shape = tuple(raw[5:5 + ndim])
+                strides = tuple(raw[5 + ndim:])
+                assert meminfo == 0 and parent == 0, "meminfo/parent must be null"
+                assert itemsize == kind[2], f"itemsize {itemsize} != {kind[2]}"
+                assert nitems == int(np.prod(shape, dtype=np.int64)), "nitems does not match shape"
+                expect, stride = [], itemsize
+                for s in reversed(shape):
+                    expect.append(stride)
+                    stride *= s
+                assert strides == tuple(reversed(expect)), f"strides {strides} not C-contiguous"
+                values.append(("array", (ctypes.c_uint64.from_address(ptrs[k + 4]).value, shape)))
+                k += 5 + 2 * ndim
+            else:
+                fmt = scalar_format(kind[1])
+                parts = []
+                for ch in fmt:
+                    size = struct.calcsize("<" + ch)
+                    parts.append(struct.unpack("<" + ch, ctypes.string_at(ptrs[k], size))[0])
+                    k += 1
+                value = complex(parts[0], parts[1]) if len(parts) == 2 else parts[0]
+                values.append(("scalar", kind[1].type(value)))
+        return values
+
+    # -- the API -------------------------------------------------------------------------------------
+    def cuGetErrorString(self, code):
+        return (OK, f"fake: {getattr(code, 'name', code)}".encode())
+
+    def cuInit(self, flags):
+        return (OK,)
+
+    def cuDeviceGetCount(self):
+        return (OK, self.devices)
+
+    def cuDeviceGet(self, ordinal):
+        if not 0 <= ordinal < self.devices:
+            return (R.CUDA_ERROR_INVALID_DEVICE, None)
+        return (OK, ordinal)
+
+    def cuDeviceGetName(self, length, dev):
+        return (OK, f"Fake GPU {dev}".encode())
+
+    def cuDeviceGetAttribute(self, attr, dev):
+        return (OK, self.sm_count)
+
+    def cuDevicePrimaryCtxRetain(self, dev):
+        return (OK, 1000 + int(dev))
+
+    def cuCtxGetCurrent(self):
+        self.calls["cuCtxGetCurrent"] += 1
+        return (OK, getattr(self._local, "ctx", 0))
+
+    def cuCtxSetCurrent(self, ctx):
+        self.calls["cuCtxSetCurrent"] += 1
+        self._local.ctx = int(ctx)
+        return (OK,)
+
+    def _ctx_device(self):
+        ctx = getattr(self._local, "ctx", 0)
+        if ctx not in self.device_of_ctx:
+            raise RuntimeError("fake driver: no current context (the server must activate it)")
+        return self.device_of_ctx[ctx]
+
+    def cuCtxSynchronize(self):
+        with self._lock:
+            return (self._drain(lambda: not any(st.ops for st in self.streams.values())),)
+
+    def cuMemAlloc(self, nbytes):
+        with self._lock:
+            if self.broken is not None:
+                return (self.broken, None)
+            return (OK, self._alloc_host(nbytes, self._ctx_device()))
+
+    def cuMemFree(self, ptr):
+        with self._lock:
+            self.allocs.pop(int(ptr), None)
+            return (OK,)
+
+    def cuMemAllocHost(self, nbytes):
+        with self._lock:
+            return (OK, self._alloc_host(nbytes, -1))
+
+    def cuMemFreeHost(self, ptr):
+        return self.cuMemFree(ptr)
+
+    def cuMemcpyHtoD(self, dst, src, n):
+        if self.broken is not None:
+            return self._sticky()
+        self._ctx_device()
+        ctypes.memmove(int(dst), int(src), n)
+        return (OK,)
+
+    def cuMemcpyDtoH(self, dst, src, n):
+        if self.broken is not None:
+            return self._sticky()
+        self._ctx_device()
+        ctypes.memmove(int(dst), int(src), n)
+        return (OK,)
+
+    def cuMemcpyHtoDAsync(self, dst, src, n, stream):
+        with self._lock:
+            if self.broken is not None:
+                return self._sticky()
+            self._enqueue(stream, ("copy", int(dst), int(src), n))
+            return (OK,)
+
+    cuMemcpyDtoHAsync = cuMemcpyHtoDAsync
+
+    def cuMemGetAddressRange(self, ptr):
+        found = self.find(int(ptr))
+        if found is None:
+            return (R.CUDA_ERROR_NOT_FOUND, None, None)
+        return (OK, found[0], found[1])
+
+    def cuPointerGetAttribute(self, attr, ptr):
+        found = self.find(int(ptr))
+        if found is None or found[2] < 0:
+            return (R.CUDA_ERROR_INVALID_VALUE, None)
+        return (OK, found[2])
+
+    def cuStreamCreate(self, flags):
+        with self._lock:
+            sid = next(self._ids)
+            self.streams[sid] = _Stream(sid)
+            return (OK, _real.CUstream(sid))
+
+    def cuStreamDestroy(self, stream):
+        return (OK,)
+
+    def cuStreamSynchronize(self, stream):
+        with self._lock:
+            st = self._stream(stream)
+            return (self._drain(lambda: not st.ops),)
+
+    def cuStreamWaitEvent(self, stream, event, flags):
+        with self._lock:
+            if self.broken is not None:
+                return self._sticky()
+            ev = self.events[int(event)]
+            self._stream(stream).ops.append(("wait", ev, ev.gen))
+            self.calls["cuStreamWaitEvent"] += 1
+            return (OK,)
+
+    def cuEventCreate(self, flags):
+        with self._lock:
+            eid = next(self._ids)
+            self.events[eid] = _Event(not (flags & 2))
+            return (OK, _real.CUevent(eid))
+
+    def cuEventDestroy(self, event):
+        return (OK,)
+
+    def cuEventRecord(self, event, stream):
+        with self._lock:
+            if self.broken is not None:
+                return self._sticky()
+            ev = self.events[int(event)]
+            ev.gen += 1
+            self._stream(stream).ops.append(("record", ev, ev.gen))
+            self.calls["cuEventRecord"] += 1
+            return (OK,)
+
+    def cuEventQuery(self, event):
+        with self._lock:
+            if self.broken is not None:
+                return self._sticky()
+            ev = self.events[int(event)]
+            return (OK,) if ev.done_gen >= ev.gen else (R.CUDA_ERROR_NOT_READY,)
+
+    def cuEventSynchronize(self, event):
+        with self._lock:
+            ev = self.events[int(event)]
+            target = ev.gen
+            return (self._drain(lambda: ev.done_gen >= target),)
+
+    def cuEventElapsedTime(self, start, end):
+        return (OK, 0.5)
+
+    def cuLaunchKernel(self, f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra):
+        with self._lock:
+            if self.broken is not None:
+                return self._sticky()
+            if bx * by * bz > 1024 or bz > 64 or gy > 65535 or gz > 65535 or min(gx, gy, gz, bx, by, bz) < 1:
+                return (R.CUDA_ERROR_INVALID_VALUE,)
+            func = self.functions[int(f)]
+            self._enqueue(stream, ("kernel", func, (gx, gy, gz), (bx, by, bz), self._decode(func, int(params))))
+            self.launches += 1
+            return (OK,)
+
+    def cuKernelGetFunction(self, kernel):
+        return (OK, _real.CUfunction(int(kernel)))
+
+    def cuOccupancyMaxActiveBlocksPerMultiprocessor(self, func, threads, shmem):
+        return (OK, 2 if threads <= 1024 else 0)
+
+    def cuStreamBeginCapture(self, stream, mode):
+        with self._lock:
+            self._stream(stream).capturing = []
+            return (OK,)
+
+    def cuStreamEndCapture(self, stream):
+        with self._lock:
+            st = self._stream(stream)
+            nodes, st.capturing = st.capturing, None
+            gid = next(self._ids)
+            self.graphs[gid] = nodes
+            return (OK, gid)
+
+    def cuGraphInstantiate(self, graph, flags):
+        gid = next(self._ids)
+        self.execs[gid] = list(self.graphs[int(graph)])
+        return (OK, gid)
+
+    def cuGraphLaunch(self, graph_exec, stream):
+        with self._lock:
+            if self.broken is not None:
+                return self._sticky()
+            for op in self.execs[int(graph_exec)]:
+                self._stream(stream).ops.append(op)
+            self.calls["cuGraphLaunch"] += 1
+            return (OK,)
+
+    def cuGraphDestroy(self, graph):
+        return (OK,)
+
+    def cuGraphExecDestroy(self, graph_exec):
+        return (OK,)
+
+    def cuDriverGetVersion(self):
+        return (OK, 12080)
+
+
+class FakeCompiler:
+    """Stands in for ``compiler.NumbaCudaCompiler``: "compiles" to a simulator kernel."""
+
+    def __init__(self, api: FakeApi):
+        self.api = api
+
+    def compile(self, key, py_func, name, args, options):
+        from numba_cube.errors import CompileError
+
+        if getattr(py_func, "refuse_compile", False):
+            raise CompileError(f"kernel {name} refused by the fake compiler")
+        func = _Function(py_func, args)
+        fid = next(self.api._ids)
+        self.api.functions[fid] = func
+        api = self.api
+
+        def occupancy(threads):
+            return api.cuOccupancyMaxActiveBlocksPerMultiprocessor(fid, threads, 0)[1]
+
+        return CompiledKernel(name, _real.CUfunction(fid), ArgLayout(arg_kinds(args)), 1024, 0, occupancy, func)
+
+
+class ForeignArray:
+    """A foreign library's device array (like a CuPy array) on the fake device."""
+
+    def __init__(self, api: FakeApi, data, device: int = 0, stream: int | None = LEGACY):
+        data = np.ascontiguousarray(data)
+        self.api = api
+        self.shape = data.shape
+        self.dtype = data.dtype
+        api._local.ctx, saved = 1000 + device, getattr(api._local, "ctx", 0)
+        try:
+            self.ptr = api._alloc_host(data.nbytes, device)
+        finally:
+            api._local.ctx = saved
+        ctypes.memmove(self.ptr, data.ctypes.data, data.nbytes)
+        self.stream = stream
+
+    @property
+    def __cuda_array_interface__(self):
+        return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.ptr, False),
+                "version": 3, "strides": None, "stream": self.stream}
+
+    def get(self) -> np.ndarray:
+        """Host copy after the fake device ran everything (like ``cupy.asnumpy`` + sync)."""
+        with self.api._lock:
+            self.api._drain(lambda: not any(st.ops for st in self.api.streams.values()))
+        n = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        return np.frombuffer(ctypes.string_at(self.ptr, n), self.dtype).reshape(self.shape).copy()
+
+
+def register_fake_cuda(name: str = "fakecuda", devices: int = 2) -> FakeApi:
+    """Register backend ``name`` whose devices are ``CudaServer``s over one ``FakeApi``."""
+    from numba_cube.backends.cuda.driver import Driver
+    from numba_cube.backends.cuda.server import CudaServer
+    from numba_cube.runtime.registry import register_backend
+
+    api = FakeApi(devices)
+    driver = Driver(api)
+
+    def factory(index):
+        return CudaServer(index, driver=driver, compiler=FakeCompiler(api), name=name)
+
+    register_backend(name, factory, source="tests/cuda fake driver")
+    return api

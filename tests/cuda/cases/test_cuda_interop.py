@@ -1,0 +1,135 @@
+"""Interop on the CUDA backend: foreign device arrays as launch arguments without copies,
+``__cuda_array_interface__`` export, and handles of another device refused (api.md)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numba import cuda
+
+import numba_cube as cube
+from numba_cube import ForeignHandleError
+
+from _cuda_setup import KIND, only
+
+TPB = 32
+
+
+@cube.kernel
+def add_into(x, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] += x[i]
+
+
+@cube.kernel
+def copy_into(x, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = x[i]
+
+
+def _numba_device_array(client, fake_api, host):
+    """A numba-cuda device array (the simulator's under the simulator), or the fake driver's
+    stand-in for a foreign library's array."""
+    if KIND == "fake":
+        from _cuda_fake import ForeignArray
+
+        return ForeignArray(fake_api, host), lambda a: a.get()
+    return cuda.to_device(host), lambda a: a.copy_to_host()
+
+
+def test_foreign_device_array_is_bound_without_a_copy(client, fake_api):
+    """A numba-cuda device array passed to launch is the kernel's argument itself: the kernel's
+    writes are visible through the array, and its contents are read in place."""
+    host = np.arange(32, dtype=np.float64)
+    dev, to_host = _numba_device_array(client, fake_api, host)
+    ones = client.create(np.ones(32))
+    client.launch(add_into, 1, TPB, ones, dev)       # written in place
+    client.sync()
+    np.testing.assert_array_equal(to_host(dev), host + 1.0)
+    out = client.create(np.zeros(32))
+    client.launch(copy_into, 1, TPB, dev, out)       # read in place
+    np.testing.assert_array_equal(client.read(out), host + 1.0)
+
+
+def test_same_foreign_array_orders_launches_across_streams(client, fake_api):
+    """Launches on two streams that share a foreign array are ordered by it like by a handle
+    (the adoption maps it to one buffer)."""
+    dev, to_host = _numba_device_array(client, fake_api, np.zeros(32))
+    ones = client.create(np.ones(32))
+    out = client.create(np.zeros(32))
+    a = client.set_stream(cube.StreamId.new())
+    b = client.set_stream(cube.StreamId.new())
+    a.launch(add_into, 1, TPB, ones, dev)
+    b.launch(copy_into, 1, TPB, dev, out)
+    np.testing.assert_array_equal(client.read(out), np.ones(32))
+
+
+@only("gpu", "fake", why="the simulator's handles are host memory")
+def test_handle_exports_cuda_array_interface(client):
+    """A CUDA handle exposes __cuda_array_interface__ v3: pointer, shape, typestr, no strides, and
+    the stream of its last writer while that write may still run."""
+    h = client.create(np.arange(16, dtype=np.float32))
+    cai = h.__cuda_array_interface__
+    assert cai["version"] == 3 and cai["shape"] == (16,) and cai["typestr"] == "<f4"
+    assert cai["strides"] is None and cai["data"][0] != 0 and cai["data"][1] is False
+    view = h[4:8]
+    assert view.__cuda_array_interface__["data"][0] == cai["data"][0] + 16
+    client.launch(copy_into, 1, TPB, client.create(np.zeros(16, np.float32)), h)
+    stream = h.__cuda_array_interface__["stream"]
+    assert stream is None or isinstance(stream, int)
+    client.sync()
+    assert h.__cuda_array_interface__["stream"] is None
+
+
+@only("gpu", why="needs numba-cuda on a real device")
+def test_numba_consumes_our_handle(client):
+    """numba.cuda.as_cuda_array(handle) sees the handle's data (the export is usable)."""
+    h = client.create(np.arange(8, dtype=np.float64))
+    arr = cuda.as_cuda_array(h)
+    np.testing.assert_array_equal(arr.copy_to_host(), np.arange(8.0))
+
+
+@only("gpu", why="CuPy arrays need a GPU")
+def test_cupy_array_argument(client):
+    """A CuPy array is bound without a copy, and CuPy's own stream then sees our write."""
+    cp = pytest.importorskip("cupy")
+    a = cp.zeros(32, dtype=cp.float64)
+    client.launch(add_into, 1, TPB, client.create(np.ones(32)), a)
+    np.testing.assert_array_equal(cp.asnumpy(a), np.ones(32))
+
+
+@only("gpu", why="torch tensors need a GPU")
+def test_torch_tensor_argument(client):
+    """A torch CUDA tensor is bound without a copy; after client.sync() torch sees our write."""
+    torch = pytest.importorskip("torch")
+    t = torch.zeros(32, dtype=torch.float64, device="cuda")
+    client.launch(add_into, 1, TPB, client.create(np.ones(32)), t)
+    client.sync()
+    np.testing.assert_array_equal(t.cpu().numpy(), np.ones(32))
+
+
+def test_handle_of_another_device_is_refused(client, second_client):
+    """A handle of cuda:1 passed to a client of cuda:0 raises ForeignHandleError on the issuing
+    thread, before anything is queued."""
+    other = second_client.create(np.ones(8))
+    mine = client.create(np.zeros(8))
+    with pytest.raises(ForeignHandleError):
+        client.launch(copy_into, 1, 8, other, mine)
+    second_client.launch(copy_into, 1, 8, other, second_client.create(np.zeros(8)))
+    np.testing.assert_array_equal(client.read(mine), np.zeros(8))
+
+
+@only("fake", "gpu", why="foreign arrays of the other device")
+def test_foreign_array_of_another_device_is_refused(client, second_client, fake_api):
+    """A foreign device array that lives on another GPU is refused like a foreign handle."""
+    if KIND == "fake":
+        from _cuda_fake import ForeignArray
+
+        arr = ForeignArray(fake_api, np.ones(8), device=1)
+    else:
+        with cuda.gpus[1]:
+            arr = cuda.to_device(np.ones(8))
+    with pytest.raises(ForeignHandleError):
+        client.launch(copy_into, 1, 8, arr, client.create(np.zeros(8)))
