@@ -36,6 +36,9 @@ from ..errors import CaptureError
 
 __all__ = ["Client"]
 
+# Python scalars and how they travel: one fixed type each, so the compiled signature is stable.
+_PLAIN_SCALARS = {int: np.int64, float: np.float64, bool: np.bool_, complex: np.complex128}
+
 
 class Client:
     """Launches, buffers and synchronization on one device."""
@@ -203,6 +206,8 @@ class Client:
                 prof.durations.append(profiling.KernelTiming(kernel.id, task.duration))
 
     def _own(self, handle: Any) -> Binding:
+        if type(handle) is Handle and handle._alloc.server is self.server:
+            return handle._binding          # the common case, in two attribute reads
         if not isinstance(handle, Handle):
             raise LaunchArgumentError(f"expected a Handle, got {type(handle).__name__}")
         if handle.server is not self.server:
@@ -217,8 +222,15 @@ class Client:
                 f"kernel {kernel.name}({', '.join(kernel.params)}) takes {len(kernel.params)} "
                 f"arguments, got {len(args)}")
         bound = []
+        server = self.server
         for name, a in zip(kernel.params, args):
-            if isinstance(a, Handle):
+            kind = type(a)
+            # Fast paths first (exact types, no ABC checks): a launch binds these every time.
+            if kind is Handle and a._alloc.server is server:
+                bound.append(a._binding)
+            elif kind in _PLAIN_SCALARS:
+                bound.append(_PLAIN_SCALARS[kind](a))
+            elif isinstance(a, Handle):
                 bound.append(self._own(a))
             elif isinstance(a, (bool, np.bool_)):
                 bound.append(np.bool_(a))

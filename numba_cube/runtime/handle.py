@@ -66,13 +66,15 @@ class Allocation:
 class Handle:
     """A typed window of device memory. ``h[a:b]`` is a view sharing the memory."""
 
-    __slots__ = ("_alloc", "offset", "shape", "dtype", "__weakref__")
+    __slots__ = ("_alloc", "offset", "shape", "dtype", "_binding", "__weakref__")
 
     def __init__(self, alloc: Allocation, offset: int, shape: tuple, dtype):
         self._alloc = alloc
         self.offset = offset
         self.shape = tuple(int(s) for s in shape)
         self.dtype = np.dtype(dtype)
+        # A handle never changes, so its binding is made once (a launch binds it every time).
+        self._binding = Binding(alloc.memory_id, offset, self.shape, self.dtype)
 
     # -- descriptors ----------------------------------------------------------------------------
     @property
@@ -104,7 +106,7 @@ class Handle:
         return self._alloc.server
 
     def binding(self) -> Binding:
-        return Binding(self._alloc.memory_id, self.offset, self.shape, self.dtype)
+        return self._binding
 
     @property
     def __cuda_array_interface__(self) -> dict:

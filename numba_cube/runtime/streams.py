@@ -35,13 +35,13 @@ class StreamId:
     @classmethod
     def current(cls) -> "StreamId":
         """This thread's current stream: the innermost ``with cube.stream()``, else its own."""
-        stack = getattr(_local, "stack", None)
-        if stack:
-            return stack[-1]
-        own = getattr(_local, "own", None)
-        if own is None:
-            own = _local.own = cls.new()
-        return own
+        # ``current`` is kept up to date by ``stream`` blocks, so the launch path reads one
+        # attribute; the first call on a thread gives the thread its own stream.
+        try:
+            return _local.current
+        except AttributeError:
+            _local.own = _local.current = cls.new()
+            return _local.current
 
     def __repr__(self) -> str:
         return f"StreamId({self.value})"
@@ -59,9 +59,13 @@ class stream:
         stack = getattr(_local, "stack", None)
         if stack is None:
             stack = _local.stack = []
+            if not hasattr(_local, "own"):
+                _local.own = StreamId.new()
         stack.append(self.stream_id)
+        _local.current = self.stream_id
         return self.stream_id
 
     def __exit__(self, *exc):
         _local.stack.pop()
+        _local.current = _local.stack[-1] if _local.stack else _local.own
         return False
