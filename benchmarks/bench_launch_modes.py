@@ -14,51 +14,49 @@ import os
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 
 from common import Table
 
-CHILD = textwrap.dedent('''
-    import time, sys, numpy as np
-    t0 = time.perf_counter()
-    import numba_cube as cube
-    from numba import cuda
-    SALT = {salt!r}
+KERNEL_SOURCE = """from numba import cuda
+SALT = {salt!r}
 
-    def make():
-        src = """
+
 def saxpy_{tag}(a, x, y):
     i = cuda.grid(1)
     if i < y.size:
         y[i] = a * x[i] + y[i] + SALT
 """
-        import pathlib, importlib.util
-        path = pathlib.Path({tmp!r}) / "k_{tag}.py"
-        path.write_text("from numba import cuda\\nSALT = " + repr(SALT) + "\\n" + src)
-        spec = importlib.util.spec_from_file_location("k_{tag}", path)
-        mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
-        return cube.kernel(getattr(mod, "saxpy_{tag}"))
 
-    k = make()
-    c = cube.client("cpu")
-    x, y = c.create(np.ones(1 << 16)), c.create(np.zeros(1 << 16))
-    mode = {mode!r}
-    if mode == "dry":
-        with cube.dry_run():
-            c.launch(k, 256, 256, 2.0, x, y)
-        c.sync()
-    t1 = time.perf_counter()
-    c.launch(k, 256, 256, 2.0, x, y)
-    c.read(y)
-    t2 = time.perf_counter()
-    print("FIRST", t2 - t1, "TOTAL", t2 - t0)
-''')
+CHILD = """
+import time, importlib.util, pathlib
+import numpy as np
+t0 = time.perf_counter()
+import numba_cube as cube
+path = pathlib.Path({tmp!r}) / "k_{tag}.py"
+path.write_text({source!r})
+spec = importlib.util.spec_from_file_location("k_{tag}", path)
+mod = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(mod)
+k = cube.kernel(getattr(mod, "saxpy_{tag}"))
+c = cube.client("cpu")
+x, y = c.create(np.ones(1 << 16)), c.create(np.zeros(1 << 16))
+if {mode!r} == "dry":
+    with cube.dry_run():
+        c.launch(k, 256, 256, 2.0, x, y)
+    c.sync()
+t1 = time.perf_counter()
+c.launch(k, 256, 256, 2.0, x, y)
+c.read(y)
+t2 = time.perf_counter()
+print("FIRST", t2 - t1, "TOTAL", t2 - t0)
+"""
 
 
 def run_child(mode: str, cache_dir: str, tag: str, salt: float, tmp: str) -> dict:
     env = {**os.environ, "NUMBA_CUBE_CACHE_DIR": cache_dir}
-    code = CHILD.format(salt=salt, tag=tag, mode=mode, tmp=tmp)
+    source = KERNEL_SOURCE.format(salt=salt, tag=tag)
+    code = CHILD.format(tag=tag, mode=mode, tmp=tmp, source=source)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
     if out.returncode:
         raise RuntimeError(out.stderr)

@@ -49,7 +49,7 @@ class Table:
     def row(self, case: str, ours: float, theirs: float, reference: str, goal: float | None = None):
         ratio = ours / theirs if theirs else float("inf")
         mark = "" if goal is None else ("  (goal <= %.2f: %s)" % (goal, "met" if ratio <= goal else "NOT met"))
-        print(f"{case:46} {fmt_time(ours):>12} {fmt_time(theirs):>12} {ratio:7.2f}  {reference}{mark}")
+        print(f"{case:46} {fmt_time(ours):>12} {fmt_time(theirs):>12} {ratio:7.3f}  {reference}{mark}")
         sys.stdout.flush()
         self.rows.append((case, ours, theirs, ratio))
 

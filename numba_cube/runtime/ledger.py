@@ -21,7 +21,7 @@ bookkeeping, and one early return would eventually forget it.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from ..errors import LaunchFailure
@@ -33,6 +33,10 @@ Region = tuple  # (memory_id, start_byte, stop_byte)
 
 class IncompleteLaunch(RuntimeError):
     """The provisional root of a claim: the launch started and has not (yet) completed."""
+
+    def __str__(self) -> str:
+        # Made with just the kernel id (a claim is made per dispatch: no string formatting there).
+        return f"launch of {self.args[0]} did not complete" if self.args else "launch did not complete"
 
 
 @dataclass(frozen=True, eq=False)
@@ -163,7 +167,6 @@ class Ledger:
             self._entries.pop(mem, None)
 
 
-@dataclass
 class ExecuteScope:
     """Brackets one dispatch: skip-or-enter is decided in the constructor.
 
@@ -188,25 +191,28 @@ class ExecuteScope:
     on exit: the body may return early or raise, and a record on exit misses exactly those paths.
     """
 
-    ledger: Ledger
-    kernel_id: str
-    reads: tuple
-    writes: tuple
-    on_skip: Callable[[Failure], None] | None = None
-    inherited: Failure | None = field(init=False, default=None)
-    _claim: Failure | None = field(init=False, default=None)
-    _error: BaseException | None = field(init=False, default=None)
+    # A plain class with slots, not a dataclass: every dispatch makes one, so its construction is
+    # on the launch path.
+    __slots__ = ("ledger", "kernel_id", "reads", "writes", "on_skip", "inherited", "_claim", "_error")
 
-    def __post_init__(self):
-        self.inherited = self.ledger.first_failure(self.reads)
+    def __init__(self, ledger: Ledger, kernel_id: str, reads: tuple, writes: tuple,
+                 on_skip: Callable[[Failure], None] | None = None):
+        self.ledger = ledger
+        self.kernel_id = kernel_id
+        self.reads = reads
+        self.writes = writes
+        self.on_skip = on_skip
+        self._error: BaseException | None = None
+        self._claim: Failure | None = None
+        self.inherited = ledger.first_failure(reads)
         if self.inherited is not None:
-            self.ledger.record(self.writes, self.inherited.through(self.kernel_id))
-            if self.on_skip is not None:
-                self.on_skip(self.inherited)
+            ledger.record(writes, self.inherited.through(kernel_id))
+            if on_skip is not None:
+                on_skip(self.inherited)
         else:
-            self._claim = Failure(IncompleteLaunch(f"launch of {self.kernel_id} did not complete"),
-                                  self.kernel_id, (self.kernel_id,), provisional=True, abandoned=[False])
-            self.ledger.record(self.writes, self._claim)
+            self._claim = Failure(IncompleteLaunch(kernel_id), kernel_id, (kernel_id,),
+                                  provisional=True, abandoned=[False])
+            ledger.record(writes, self._claim)
 
     @property
     def entered(self) -> bool:

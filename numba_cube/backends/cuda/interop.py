@@ -268,15 +268,22 @@ class CudaInteropMixin:
             self._ptrs[memory_id] = 0
             self._borrowed_ids.add(memory_id)
             return Handle(Allocation(self, memory_id, 0), 0, fa.shape, fa.dtype)
+        # The owning device first: with unified addressing it is answered for any context, while
+        # the address range of another device's memory is not found in this device's context
+        # (seen on two H200s: CUDA_ERROR_NOT_FOUND), so the range is asked only for our own.
         try:
             device = self.driver.pointer_device(fa.ptr)
-            base, size = self.driver.address_range(fa.ptr)
         except CudaError as exc:
             raise LaunchArgumentError(f"{type(fa.owner).__name__} argument at 0x{fa.ptr:x} is not device "
                                       f"memory the CUDA driver knows: {exc}") from exc
         if device != self.index:
             raise ForeignHandleError(f"{type(fa.owner).__name__} argument lives on cuda:{device}, passed "
                                      f"to a client of {self.device}; copy it to this device first")
+        try:
+            base, size = self.driver.address_range(fa.ptr)
+        except CudaError as exc:
+            raise LaunchArgumentError(f"{type(fa.owner).__name__} argument at 0x{fa.ptr:x} is not device "
+                                      f"memory the CUDA driver knows: {exc}") from exc
         entry = self.borrowed.get(base)
         if entry is not None and entry.size != size:
             self.borrowed.evict(entry)   # the foreign allocation was freed and the range reused
