@@ -282,8 +282,12 @@ class CudaInteropMixin:
         try:
             base, size = self.driver.address_range(fa.ptr)
         except CudaError as exc:
-            raise LaunchArgumentError(f"{type(fa.owner).__name__} argument at 0x{fa.ptr:x} is not device "
-                                      f"memory the CUDA driver knows: {exc}") from exc
+            # The driver knows the pointer (it named a device) but this device's context cannot
+            # resolve it: it belongs to another context, i.e. another device's memory. Seen on two
+            # H200s, where the ordinal query answered 0 for numba memory made under cuda.gpus[1].
+            raise ForeignHandleError(f"{type(fa.owner).__name__} argument at 0x{fa.ptr:x} is not memory "
+                                     f"of {self.device}'s context ({exc}); copy it to this device "
+                                     f"first") from exc
         entry = self.borrowed.get(base)
         if entry is not None and entry.size != size:
             self.borrowed.evict(entry)   # the foreign allocation was freed and the range reused
