@@ -3,7 +3,8 @@
 Three numba.cuda kernels, unchanged CUDA dialect, run on the chosen device:
 
 1. ``saxpy``      y = a*x + y                         (elementwise, cuda.grid)
-2. ``block_sum``  per-cube partial sums                (shared memory, syncthreads in a loop)
+2. ``block_sum``  per-cube partial sums                (shared memory, syncthreads in a loop;
+                                                        its block size autotuned at the end)
 3. ``histogram``  value histogram                      (cuda.atomic.add across cubes)
 
 Then the runtime's own features: a dry run that compiles without running, a failure recorded on
@@ -21,10 +22,11 @@ import time
 import numpy as np
 from numba import cuda
 
-from . import CubeCount, dry_run, errors, kernel
+from . import CubeCount, autotune, dry_run, errors, kernel, pow2_bucket
 from .runtime.registry import client as get_client
 
 TPB = 256
+MAX_TPB = 1024
 BINS = 16
 
 
@@ -37,7 +39,9 @@ def saxpy(a, x, y):
 
 @kernel
 def block_sum(x, partial):
-    tile = cuda.shared.array(TPB, np.float64)
+    # Shared memory sized for the largest cube, so the same kernel serves every block size a
+    # tuner tries (any power of two up to 1024).
+    tile = cuda.shared.array(MAX_TPB, np.float64)
     tid = cuda.threadIdx.x
     i = cuda.grid(1)
     tile[tid] = x[i] if i < x.size else 0.0
@@ -89,6 +93,24 @@ def iota_below(counter, out):
     i = cuda.grid(1)
     if i < counter[0] and i < out.size:
         out[i] = i
+
+
+@kernel
+def sum_first(partial, n, out):
+    if cuda.grid(1) == 0:
+        acc = 0.0
+        for i in range(n):
+            acc += partial[i]
+        out[0] = acc
+
+
+@autotune(key=lambda x, partial, out: pow2_bucket(x.size),
+          candidates=[{"tpb": t} for t in (32, 64, 128, 256, 512, 1024)], samples=3)
+def tuned_sum(client, x, partial, out, *, tpb):
+    """out[0] = sum(x): a block reduction whose block size is tuned per (power-of-two) size."""
+    cubes = (x.size + tpb - 1) // tpb
+    client.launch(block_sum, cubes, tpb, x, partial)
+    client.launch(sum_first, 1, 1, partial, cubes, out)
 
 
 def _ms(seconds: float) -> str:
@@ -172,7 +194,22 @@ def run_demo(device: str = "cpu", n: int = 1 << 22) -> int:
     dyn_ok = np.array_equal(got[:k], np.arange(k)) and np.all(got[k:] == -1.0)
     print(f"  dynamic cube count: {int(c.read(count)[0]):,} cubes for {k:,} selected   correct: {dyn_ok}")
 
-    # 6. Launch overhead, warm.
+    # 6. Autotune: the block size of a reduction, measured once per size bucket, cached on disk.
+    partial_any = c.empty(n, np.float64)
+    total_out = c.empty(1, np.float64)
+    t0 = time.perf_counter()
+    tuned_sum(c, x, partial_any, total_out)
+    t_tune = time.perf_counter() - t0
+    result = tuned_sum.result(c, x, partial_any, total_out)
+    tuned_ok = bool(np.isclose(c.read(total_out)[0], x_host.sum()))
+    if result.timings:
+        worst = max(result.timings, key=result.timings.get)
+        speedup = result.timings[worst] / result.timings[result.best]
+        source = "from the on-disk cache" if result.from_cache else f"tuned in {t_tune:.1f} s"
+        print(f"  autotune: block size {result.best.split('=')[1]} chosen of {len(result.timings)} "
+              f"({source}), {speedup:.1f}x faster than the worst ({worst})   correct: {tuned_ok}")
+
+    # 7. Launch overhead, warm.
     tiny = c.create(np.zeros(32))
     c.launch(saxpy, 1, 32, 1.0, tiny, tiny)
     c.sync()
@@ -186,4 +223,4 @@ def run_demo(device: str = "cpu", n: int = 1 << 22) -> int:
     stats = c.server.stats
     print(f"\nserver stats: {stats['launched']} launches, {stats['compiles']} compiles, "
           f"{stats['cache_hits']} cache hits, {stats['skipped']} skipped by the dry run")
-    return 0 if ok and repaired and ordered and dyn_ok else 1
+    return 0 if ok and repaired and ordered and dyn_ok and tuned_ok else 1

@@ -17,3 +17,4 @@ def test_demo_runs_and_every_check_passes():
     assert "relaunch repaired it: True" in text
     assert "correct: True" in text
     assert "dynamic" in text
+    assert "autotune: block size" in text
