@@ -9,6 +9,8 @@ from __future__ import annotations
 import collections
 import threading
 
+from .backends.base import HostBackend as _HostBackend
+
 __all__ = ["launched", "clear_launched"]
 
 _local = threading.local()
@@ -35,7 +37,7 @@ def clear_launched() -> None:
     _log().clear()
 
 
-class PythonBackend:
+class PythonBackend(_HostBackend):
     """A fake host backend for tests of runtime policy: a "kernel" is a plain Python function of
     its arguments (NumPy views), called once per launch; no compile, no translation.
 
@@ -47,26 +49,7 @@ class PythonBackend:
     name = "pytest"
 
     def __init__(self):
-        from .runtime.memory import ALIGNMENT
-
-        self._alignment = ALIGNMENT
         self.compiled: list[str] = []
-
-    def allocate(self, nbytes):
-        import numpy as np
-
-        raw = np.empty(nbytes + self._alignment, dtype=np.uint8)
-        shift = (-raw.ctypes.data) % self._alignment
-        return raw[shift:shift + nbytes]
-
-    def release(self, memory):
-        pass
-
-    def array(self, memory, offset, shape, dtype):
-        nbytes = dtype.itemsize
-        for s in shape:
-            nbytes *= s
-        return memory[offset:offset + nbytes].view(dtype).reshape(shape)
 
     def arg_type(self, value):
         import numpy as np

@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from ..runtime.memory import ALIGNMENT
+
 __all__ = ["HostBackend", "BACKEND_API_VERSION"]
 
 #: Version of this interface. A plugin declares the version it was built for; a mismatch is
@@ -31,16 +33,23 @@ class HostBackend(abc.ABC):
     #: short backend name, e.g. "cpu"
     name: str = "?"
 
-    @abc.abstractmethod
     def allocate(self, nbytes: int) -> Any:
-        """Fresh memory of ``nbytes`` bytes (64-byte aligned)."""
+        """Fresh memory of ``nbytes`` bytes, 64-byte aligned. The default is host memory: NumPy
+        bytes, over-allocated and sliced so every buffer starts on the pool alignment (the
+        compile-cache key's alignment, runtime.md 1.2, is only true if the base is aligned)."""
+        raw = np.empty(nbytes + ALIGNMENT, dtype=np.uint8)
+        shift = (-raw.ctypes.data) % ALIGNMENT
+        return raw[shift:shift + nbytes]
 
     def release(self, memory: Any) -> None:
         """Give memory back (the default lets the garbage collector do it)."""
 
-    @abc.abstractmethod
     def array(self, memory: Any, offset: int, shape: tuple, dtype: np.dtype) -> np.ndarray:
         """A NumPy view of ``memory`` (no copy): how kernels and host copies see the bytes."""
+        nbytes = dtype.itemsize
+        for s in shape:
+            nbytes *= s
+        return memory[offset:offset + nbytes].view(dtype).reshape(shape)
 
     @abc.abstractmethod
     def arg_type(self, value: Any) -> Any:

@@ -29,7 +29,6 @@ from numba import types
 from ... import config
 from ...errors import CompileError
 from ...runtime.channel import ThreadChannel
-from ...runtime.memory import ALIGNMENT
 from ...runtime.server import HostServer
 from ..base import HostBackend
 
@@ -88,18 +87,7 @@ class CpuBackend(HostBackend):
         # Read once: cache_extras runs on every launch.
         self.serial_units = config.get_int("NUMBA_CUBE_SERIAL_UNITS", 32768, 0)
 
-    def allocate(self, nbytes: int) -> np.ndarray:
-        # Over-allocate and slice so every buffer starts on the pool alignment: the cache key's
-        # alignment (runtime.md 1.2) is only true if the base is aligned.
-        raw = np.empty(nbytes + ALIGNMENT, dtype=np.uint8)
-        shift = (-raw.ctypes.data) % ALIGNMENT
-        return raw[shift:shift + nbytes]
 
-    def array(self, memory, offset, shape, dtype) -> np.ndarray:
-        nbytes = dtype.itemsize
-        for s in shape:
-            nbytes *= s
-        return memory[offset:offset + nbytes].view(dtype).reshape(shape)
 
     def arg_type(self, value):
         if isinstance(value, np.ndarray):

@@ -41,7 +41,6 @@ import numpy as np
 from ... import config
 from ...runtime.channel import ThreadChannel
 from ...runtime.handle import Allocation, Binding, Handle
-from ...runtime.memory import ALIGNMENT
 from ...runtime.server import HostServer
 from ..base import HostBackend
 from .driver import CudaError
@@ -106,18 +105,7 @@ class SimulatorBackend(HostBackend):
 
     name = "cudasim"
 
-    def allocate(self, nbytes: int) -> np.ndarray:
-        # Over-allocate and slice so every buffer starts on the pool alignment (the runtime's
-        # compile-cache key includes the alignment of each view).
-        raw = np.empty(nbytes + ALIGNMENT, dtype=np.uint8)
-        shift = (-raw.ctypes.data) % ALIGNMENT
-        return raw[shift:shift + nbytes]
 
-    def array(self, memory, offset, shape, dtype) -> np.ndarray:
-        nbytes = dtype.itemsize
-        for s in shape:
-            nbytes *= s
-        return memory[offset:offset + nbytes].view(dtype).reshape(shape)
 
     def arg_type(self, value):
         if isinstance(value, np.ndarray):

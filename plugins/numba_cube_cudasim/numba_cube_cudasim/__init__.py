@@ -10,11 +10,10 @@ register: the simulator is imported by the factory, the first time ``cube.client
 asks for a device, so ``import numba_cube`` and ``cube.backends()`` never pay for it.
 
 The mechanism is numba_cube's simulator backend (``numba_cube.backends.cuda.simulator``, what
-``cube.client("cuda")`` is under ``NUMBA_ENABLE_CUDASIM=1``) where this numba_cube has it, else
-this package's own ``backend.py``, the same design in one self-contained module (and the worked
-example of a ``HostBackend`` in numba_cube's README, "Writing a backend plugin"). ``cudasim``
-differs from ``cuda`` under the simulator in needing no environment variable: it can run next to
-the real ``cuda`` backend in one process, as a debugging twin.
+``cube.client("cuda")`` is under ``NUMBA_ENABLE_CUDASIM=1``): one implementation, registered here
+under another name. ``cudasim`` differs from ``cuda`` under the simulator in needing no
+environment variable: it can run next to the real ``cuda`` backend in one process, as a
+debugging twin.
 """
 
 from __future__ import annotations
@@ -44,13 +43,7 @@ def devices() -> list[str]:
 
 def _factory(index: int):
     # Imported here, not at module level: the simulator pulls in numba and numba-cuda.
-    try:
-        # numba_cube's own CUDA backend runs on the simulator under NUMBA_ENABLE_CUDASIM=1; where
-        # it is there, this backend is that mechanism under another name (one implementation).
-        from numba_cube.backends.cuda.simulator import make_simulator_server
-    except ImportError:
-        # A numba_cube built without the CUDA backend: the plugin's own, equivalent backend.
-        from .backend import make_simulator_server
+    from numba_cube.backends.cuda.simulator import make_simulator_server
 
     return make_simulator_server(index, "cudasim")
 

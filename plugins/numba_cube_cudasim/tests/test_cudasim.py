@@ -52,29 +52,15 @@ def unguarded_copy(x, out):
     out[i] = x[i]          # no `if i < out.size`: threads past the end index out of bounds
 
 
-class _OwnBackendPlugin:
-    """Registers the plugin's own mechanism (``backend.py``, the fallback) as ``cudasim_own``."""
-
-    @cube.hookimpl
-    def numba_cube_register_backends(self, register):
-        from numba_cube_cudasim.backend import make_simulator_server
-
-        register("cudasim_own", lambda i: make_simulator_server(i, "cudasim_own"),
-                 api_version=cube.BACKEND_API_VERSION, available=numba_cube_cudasim.available)
-
-
-@pytest.fixture(scope="module", params=["cudasim", "cudasim_own"])
-def sim(request):
+@pytest.fixture(scope="module")
+def sim():
     """The cudasim client, through the installed entry point (else registered by hand, when the
-    tests run from a checkout without `pip install -e plugins/numba_cube_cudasim`); and the same
-    tests on the plugin's own fallback mechanism."""
+    tests run from a checkout without `pip install -e plugins/numba_cube_cudasim`)."""
     pm = get_plugin_manager()
     registered = None
-    if request.param == "cudasim" and "cudasim" not in cube.backends():
+    if "cudasim" not in cube.backends():
         registered = pm.register(numba_cube_cudasim, name="cudasim")
-    if request.param == "cudasim_own" and "cudasim_own" not in cube.backends():
-        registered = pm.register(_OwnBackendPlugin(), name="cudasim-own-test")
-    yield cube.client(request.param)
+    yield cube.client("cudasim")
     if registered is not None:
         pm.unregister(name=registered)   # its backend and devices go with it
 
