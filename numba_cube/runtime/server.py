@@ -314,13 +314,18 @@ class HostServer:
         plan = _LaunchPlan(entry, arrays, tuple(i for i, a in enumerate(args) if type(a) is not Binding),
                            reads, writes, {r[0] for r in reads}, {w[0] for w in writes}, count_view)
         if pkey is not None and entry.error is None:
-            if len(self._launch_plans) >= 4096:
-                self._launch_plans.clear()
-                self._plans_by_memory.clear()
-            self._launch_plans[pkey] = plan
-            for mem in plan.read_mems | plan.write_mems:
-                self._plans_by_memory.setdefault(mem, []).append(pkey)
+            self._keep_plan(pkey, plan)
         return plan
+
+    def _keep_plan(self, pkey, plan) -> None:
+        """Cache a launch plan, indexed by the memory it binds so a free drops it (bounded: a
+        program that binds ever new buffers clears the cache rather than growing it)."""
+        if len(self._launch_plans) >= 4096:
+            self._launch_plans.clear()
+            self._plans_by_memory.clear()
+        self._launch_plans[pkey] = plan
+        for mem in plan.read_mems | plan.write_mems:
+            self._plans_by_memory.setdefault(mem, []).append(pkey)
 
     def _timed(self, rec: Recorded, task: Task):
         ledger = self.ledger

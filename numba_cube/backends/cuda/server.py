@@ -370,12 +370,7 @@ class CudaServer(CudaInteropMixin, DynamicCountMixin, HostServer):
             self.stats["cache_hits"] += 1
             return plan
         plan = self._build_plan(req)
-        if len(self._launch_plans) >= 4096:
-            self._launch_plans.clear()
-            self._plans_by_memory.clear()
-        self._launch_plans[pkey] = plan
-        for mem in plan.read_mems | plan.write_mems:
-            self._plans_by_memory.setdefault(mem, []).append(pkey)
+        self._keep_plan(pkey, plan)
         return plan
 
     def _build_plan(self, req) -> _Plan:
