@@ -12,7 +12,7 @@ from numba_cube import (CubeCount, ForeignHandleError, LaunchArgumentError, Laun
                         LaunchMode, dry_run, real_run)
 from numba_cube.testing import clear_launched, launched
 
-from ._util import PythonDevices, drain, host_contents, run_in_thread
+from ._util import drain, host_contents, run_in_thread
 
 TIMEOUT = 10.0
 
@@ -34,12 +34,6 @@ def fail_into(x, out):
     raise ValueError("injected")
 
 
-@pytest.fixture(scope="module")
-def devices():
-    d = PythonDevices("rt_gates")
-    yield d
-    d.close()
-
 
 @pytest.fixture
 def client(devices):
@@ -59,7 +53,7 @@ def test_one_client_per_device(devices):
     """api.md: asking for a device twice returns the same client (one server per device)."""
     c = devices.fresh()
     assert cube.client(c.device) is c
-    assert c.device.startswith("rt_gates:")
+    assert c.device.startswith(devices.name + ":")
 
 
 # -- gate 1: zero grid ------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import numba_cube as cube
 from numba_cube import CompileError, DeviceFault, LaunchFailure, dry_run
 from numba_cube.runtime.ledger import IncompleteLaunch
 
-from ._util import PythonDevices, drain, host_contents
+from ._util import drain, host_contents
 
 TIMEOUT = 10.0
 
@@ -80,23 +80,7 @@ def reset_gate():
     STARTED.clear(), RELEASE.clear(), FILLED.clear()
 
 
-@pytest.fixture(scope="module")
-def devices():
-    d = PythonDevices("rt_failures")
-    yield d
-    d.close()
 
-
-@pytest.fixture(scope="module")
-def eager_devices():
-    d = PythonDevices("rt_failures_eager", max_tasks=1)
-    yield d
-    d.close()
-
-
-@pytest.fixture
-def client(devices):
-    return devices.fresh()
 
 
 def test_kernels_io_as_assumed():

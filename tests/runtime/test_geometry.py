@@ -8,7 +8,7 @@ import pytest
 import numba_cube as cube
 from numba_cube import CubeCount, CubeDim, LaunchArgumentError, LaunchFailure
 
-from ._util import PythonDevices, drain, host_contents
+from ._util import drain, host_contents
 
 
 # -- value types ----------------------------------------------------------------------------------
@@ -82,12 +82,6 @@ def fail_into(x, out):
     out[:] = x
     raise ValueError("count producer failed")
 
-
-@pytest.fixture(scope="module")
-def devices():
-    d = PythonDevices("rt_geometry")
-    yield d
-    d.close()
 
 
 def test_kernels_io_as_assumed():

@@ -11,7 +11,7 @@ import pytest
 import numba_cube as cube
 from numba_cube import LaunchFailure
 
-from ._util import PythonDevices, drain
+from ._util import drain
 
 TIMEOUT = 10.0
 
@@ -45,23 +45,7 @@ def blocked_copy(x, out):
         out[i] = x[i]
 
 
-@pytest.fixture(scope="module")
-def devices():
-    d = PythonDevices("rt_handle")
-    yield d
-    d.close()
 
-
-@pytest.fixture(scope="module")
-def eager_devices():
-    d = PythonDevices("rt_handle_eager", max_tasks=1)
-    yield d
-    d.close()
-
-
-@pytest.fixture
-def client(devices):
-    return devices.fresh()
 
 
 def test_kernels_io_as_assumed():

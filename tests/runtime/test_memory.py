@@ -11,7 +11,7 @@ import pytest
 import numba_cube as cube
 from numba_cube.runtime.memory import ALIGNMENT, MemoryPool, size_class
 
-from ._util import PythonDevices, drain
+from ._util import drain
 
 MIB = 1 << 20
 
@@ -172,12 +172,6 @@ def fail_into(x, out):
     out[:] = x
     raise ValueError("injected")
 
-
-@pytest.fixture(scope="module")
-def devices():
-    d = PythonDevices("rt_memory")
-    yield d
-    d.close()
 
 
 def test_kernels_io_as_assumed():

@@ -10,7 +10,7 @@ import pytest
 import numba_cube as cube
 from numba_cube import StreamId
 
-from ._util import PythonDevices, drain, run_in_thread
+from ._util import drain, run_in_thread
 
 TIMEOUT = 10.0
 
@@ -102,19 +102,6 @@ def consume(buf, out):
     CONSUMED.set()
 
 
-@pytest.fixture(scope="module")
-def devices():
-    d = PythonDevices("rt_streams")
-    yield d
-    d.close()
-
-
-@pytest.fixture(scope="module")
-def eager_devices():
-    """Every launch is handed to its stream worker at once (max_tasks=1)."""
-    d = PythonDevices("rt_streams_eager", max_tasks=1)
-    yield d
-    d.close()
 
 
 def test_kernels_io_as_assumed():
