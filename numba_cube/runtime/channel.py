@@ -94,15 +94,18 @@ class InlineChannel:
         # Re-entrant: a server operation may drop the last reference to a handle, whose finalizer
         # comes back here on the same thread. Such nested fire-and-forget submissions are deferred
         # until the outer operation returns: the server's state is not re-entrant.
-        self._lock = threading.RLock()
-        self._local = threading.local()
+        self.lock = threading.RLock()
+        # How deep the lock's owner is in operations. Read and written only by the thread that
+        # holds the lock (so a plain attribute, no thread-local lookup on the launch path); other
+        # threads ask the lock itself whether they are inside (``_is_owned``).
+        self.depth = 0
         self._deferred: list = []
 
     alive = True
 
     def submit(self, fn, *args) -> None:
-        if getattr(self._local, "depth", 0) > 0:
-            self._deferred.append((fn, args))
+        if self.lock._is_owned():
+            self._deferred.append((fn, args))   # nested in an operation of this thread
             return
         try:
             self.call(fn, *args)
@@ -110,26 +113,26 @@ class InlineChannel:
             self._keep_fault(fn, exc)
 
     def call(self, fn, *args):
-        with self._lock:
-            depth = getattr(self._local, "depth", 0)
-            self._local.depth = depth + 1
+        with self.lock:
+            self.depth += 1
             try:
                 return fn(*args)
             finally:
-                self._local.depth = depth
-                if depth == 0:
-                    self._run_deferred()
+                self.depth -= 1
+                if self.depth == 0 and self._deferred:
+                    self.run_deferred()
 
-    def _run_deferred(self) -> None:
+    def run_deferred(self) -> None:
+        """Run the submissions deferred during the outermost operation (the lock is held)."""
         while self._deferred:
             fn, args = self._deferred.pop(0)
-            self._local.depth = 1
+            self.depth = 1
             try:
                 fn(*args)
             except BaseException as exc:  # noqa: BLE001
                 self._keep_fault(fn, exc)
             finally:
-                self._local.depth = 0
+                self.depth = 0
 
     def _keep_fault(self, fn, exc) -> None:
         log.error("numba_cube: operation %s on %s failed", getattr(fn, "__name__", fn),

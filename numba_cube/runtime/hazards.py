@@ -20,6 +20,14 @@ allowed, under-synchronizing never is.
 
 Tasks only need ``done`` (a bool property) and ``stream``. Finished tasks are pruned as new ones
 register, so the state per buffer stays small in a long loop.
+
+The warm path (``register_solo``). Most launches touch buffers that only their own stream has
+used since the buffers were last written: a loop on one thread, a pipeline per thread. Such a
+launch waits for nothing (its stream already orders it), so the tracker keeps, per buffer, the
+stream that *all* its live entries belong to (``solo``; ``None`` when entries of several streams
+are live). A launch whose buffers are all solo on its own stream skips the dependency walk and
+only moves the entries to itself; any other launch takes the full walk, which also prunes
+finished entries of other streams so that a buffer becomes solo again once they are done.
 """
 
 from __future__ import annotations
@@ -30,7 +38,7 @@ __all__ = ["HazardTracker"]
 
 
 class _BufferState:
-    __slots__ = ("writer", "readers", "last_stream", "last_task")
+    __slots__ = ("writer", "readers", "last_stream", "last_task", "solo")
 
     def __init__(self):
         self.writer = None
@@ -40,6 +48,10 @@ class _BufferState:
         self.readers: dict = {}
         self.last_stream = None
         self.last_task = None
+        # The stream every live entry (writer, readers) belongs to, or None if they are of
+        # several streams. A fresh buffer has no entries: no stream can have to wait for it, but
+        # None keeps the first registration on the full walk, which sets it.
+        self.solo = None
 
 
 class HazardTracker:
@@ -80,10 +92,66 @@ class HazardTracker:
             if mem in writes:
                 st.writer = task
                 st.readers = {}
+                st.solo = stream
             else:
                 st.readers[stream] = task
+                if st.solo is not stream:
+                    st.solo = stream if self._only(st, stream) else None
         self._stream_tail[stream] = task
         return [t for t in deps.values() if t is not task and t.stream != stream and not t.done]
+
+    @staticmethod
+    def _only(st: _BufferState, stream) -> bool:
+        """Whether ``stream`` is the only stream with live entries on ``st``, after dropping the
+        finished entries of other streams (nothing can have to wait for a finished task)."""
+        writer = st.writer
+        if writer is not None and writer.stream != stream:
+            if not writer.done:
+                return False
+            st.writer = None
+        for other, reader in list(st.readers.items()):
+            if other != stream:
+                if not reader.done:
+                    return False
+                del st.readers[other]
+        return True
+
+    def states(self, mems: Iterable[int]) -> tuple:
+        """The state objects of ``mems`` (created if new), for ``register_solo``. A state lives as
+        long as its buffer: ``forget`` drops it only when the buffer is freed."""
+        out = []
+        for mem in mems:
+            st = self._buffers.get(mem)
+            if st is None:
+                st = self._buffers[mem] = _BufferState()
+            out.append(st)
+        return tuple(out)
+
+    def register_solo(self, task, read_states: tuple, write_states: tuple) -> bool:
+        """The warm path of ``register`` (see the module docstring): if every buffer's live
+        entries are of ``task``'s own stream, record ``task`` on them and return True (it waits
+        for nothing). Otherwise change nothing and return False: the caller uses ``register``.
+
+        ``read_states`` are the states of the buffers only read, ``write_states`` those written
+        (read or not), as ``states`` returned them. Not for the baseline rule."""
+        stream = task.stream
+        for st in write_states:
+            if st.solo is not stream:
+                return False
+        for st in read_states:
+            if st.solo is not stream:
+                return False
+        # Same effect as register's loop: a write replaces the writer and clears the readers
+        # (all of this stream, which ordered them), a read becomes this stream's last reader.
+        # last_stream/last_task serve the baseline rule only, which never comes here.
+        for st in write_states:
+            st.writer = task
+            if st.readers:
+                st.readers = {}
+        for st in read_states:
+            st.readers[stream] = task
+        self._stream_tail[stream] = task
+        return True
 
     def writer_of(self, mem: int):
         """The last unfinished task that writes ``mem`` (what a read must wait for), or None."""

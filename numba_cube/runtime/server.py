@@ -59,6 +59,9 @@ class LaunchRequest(NamedTuple):
     stream: Any           # StreamId
     mode: LaunchMode
     options: tuple        # client compile options, as sorted (key, value) pairs
+    # (kernel as passed, count, dim, args) as the caller passed them, when the server may arm a
+    # warm path for the next identical launch (see backends/cuda/fast_path.py); else None.
+    raw: tuple | None = None
 
 
 @dataclass
@@ -122,6 +125,11 @@ class ExclusiveGate:
 
 class HostServer:
     """Policy core of a backend whose kernels run on host worker threads."""
+
+    #: A server may offer a warm launch path (``fast_launch(kernel, count, dim, args, stream,
+    #: options) -> kernel id or None``); the client tries it first when nothing observes launches.
+    #: Host servers have none: a launch there is a queue hop anyway.
+    fast_launch = None
 
     def __init__(self, device: str, backend, channel, *, max_tasks: int = 32, baseline_rule: bool = False):
         self.device = device

@@ -166,3 +166,83 @@ def test_baseline_rule_never_under_synchronizes_the_three_stream_case():
     c, dc = reg(h, C, writes=[M])
     assert db == [a]
     assert dc == [b]
+
+
+# -- the warm path: register_solo ----------------------------------------------------------------
+def solo(tracker, stream, reads=(), writes=(), name=""):
+    """register_solo as the CUDA warm path calls it: states of the read-only and written buffers."""
+    t = FakeTask(stream, name)
+    read_only = [m for m in reads if m not in writes]
+    ok = tracker.register_solo(t, tracker.states(read_only), tracker.states(writes))
+    return t, ok
+
+
+def test_register_solo_takes_buffers_only_its_own_stream_uses():
+    """A launch whose buffers only its own stream has touched waits for nothing and becomes their
+    writer/reader, so a later launch of another stream still waits for it."""
+    h = HazardTracker()
+    reg(h, A, writes=[M])               # a full registration makes M solo on A
+    reg(h, A, reads=[M], writes=[N])
+    t, ok = solo(h, A, reads=[M], writes=[N])
+    assert ok
+    _, deps = reg(h, B, reads=[N])
+    assert deps == [t]                  # read after the solo write
+    _, deps = reg(h, B, writes=[M])
+    assert t in deps                    # write after the solo read (and M's writer)
+
+
+def test_register_solo_declines_when_another_stream_is_live_and_changes_nothing():
+    """Another stream's unfinished entry on any buffer: register_solo returns False and leaves the
+    state as it was, so the full walk that follows computes the dependency."""
+    h = HazardTracker()
+    w, _ = reg(h, B, writes=[M])
+    reg(h, A, writes=[N])
+    before = (h._buffers[M].writer, dict(h._buffers[M].readers), h._buffers[N].writer)
+    t, ok = solo(h, A, reads=[M], writes=[N])
+    assert not ok
+    assert (h._buffers[M].writer, dict(h._buffers[M].readers), h._buffers[N].writer) == before
+    _, deps = reg(h, A, reads=[M], writes=[N])
+    assert deps == [w]
+
+
+def test_a_buffer_becomes_solo_again_once_other_streams_are_done():
+    """Finished entries of other streams are pruned by the full walk, after which the warm path
+    applies again (a buffer written once by another thread, then read in a loop)."""
+    h = HazardTracker()
+    w, _ = reg(h, B, writes=[M])
+    reg(h, A, reads=[M])
+    assert not solo(h, A, reads=[M])[1]
+    w.done = True
+    reg(h, A, reads=[M])                # prunes the finished writer
+    assert solo(h, A, reads=[M])[1]
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+_step = st.tuples(st.sampled_from([A, B, C]), st.lists(st.integers(1, 4), max_size=3),
+                  st.lists(st.integers(1, 4), max_size=2), st.lists(st.integers(0, 30), max_size=2))
+
+
+@settings(max_examples=300, deadline=None)
+@given(steps=st.lists(_step, min_size=1, max_size=30))
+def test_register_solo_agrees_with_the_full_walk(steps):
+    """Property: whenever register_solo accepts a registration, the full walk on a tracker with
+    the same history would have found no dependency, and both trackers end with the same
+    writers and live readers. (Tasks finish at random points; both trackers see the same tasks.)"""
+    warm, full = HazardTracker(), HazardTracker()
+    tasks = []
+    for stream, reads, writes, finish in steps:
+        for k in finish:
+            if k < len(tasks):
+                tasks[k].done = True
+        t = FakeTask(stream)
+        tasks.append(t)
+        read_only = [m for m in reads if m not in writes]
+        deps_full = full.register(t, reads, writes)
+        if warm.register_solo(t, warm.states(read_only), warm.states(writes)):
+            assert deps_full == [], (stream, reads, writes)
+        else:
+            assert ids(warm.register(t, reads, writes)) == ids(deps_full)
+        for m in set(reads) | set(writes):
+            assert warm.writer_of(m) is full.writer_of(m)
+            assert ids(warm.users_of(m)) == ids(full.users_of(m))

@@ -247,8 +247,9 @@ class CudaInteropMixin:
                 if self._export_stream is None:
                     self._export_stream = self.driver.stream_create()
                 for u in streams.values():
-                    if u.event is not None:
-                        self.driver.stream_wait_event(self._export_stream, u.event)
+                    event = self.streams.event_of(u)
+                    if event is not None:
+                        self.driver.stream_wait_event(self._export_stream, event)
                 stream = int(self._export_stream)
         return export_cai(self._device_ptr(b), b.shape, b.dtype, stream)
 
@@ -316,8 +317,9 @@ class CudaInteropMixin:
         ext = CudaTask(None, _ExternalStream(stream_ptr), "foreign-stream")
         deps = self.hazards.register(ext, (), (memory_id,))
         for dep in deps:
-            if dep.event is not None:
-                self.driver.stream_wait_event(foreign, dep.event)
+            event = self.streams.event_of(dep)
+            if event is not None:
+                self.driver.stream_wait_event(foreign, event)
         event = self.streams.events.get()
         self.driver.event_record(event, foreign)
         cs = _CuStream(ext.stream, foreign)

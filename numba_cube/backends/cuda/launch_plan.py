@@ -154,8 +154,8 @@ class CompiledKernel:
 class LaunchPlan:
     """A kernel with its buffers bound and packed: per launch, scalars and one driver call."""
 
-    __slots__ = ("kernel", "block", "scalars", "_launch", "_success", "_driver", "_address", "_buf",
-                 "_scalar_packs", "__weakref__")
+    __slots__ = ("kernel", "block", "scalars", "pack", "_launch", "_success", "_driver", "_address",
+                 "_buf", "_scalar_packs", "__weakref__")
 
     def __init__(self, kernel: CompiledKernel, driver, args: tuple, pointer_of):
         """``args``: per argument a ``Binding`` (packed now, through ``pointer_of(binding)``) or a
@@ -177,6 +177,23 @@ class LaunchPlan:
                 self.block.pack_scalar(i, a)
         self._scalar_packs = tuple(packs)
         self.scalars = tuple(p[0] for p in packs)
+        self.pack = self._packer()
+
+    def _packer(self):
+        """The per-launch packing of the scalar arguments (``pack(args)``), or None without any.
+        One scalar of a plain C type is the common case (a size, a coefficient): a closure with
+        its offset bound packs it in one call, without the general loop's format checks."""
+        packs = self._scalar_packs
+        if not packs:
+            return None
+        if len(packs) == 1 and packs[0][3] not in ("ff", "dd", "?"):
+            i, pack_into, offset, _ = packs[0]
+            buf = self._buf
+
+            def pack_one(args):
+                pack_into(buf, offset, args[i])
+            return pack_one
+        return self.pack_scalars
 
     def pack_scalars(self, args: tuple) -> None:
         buf = self._buf
@@ -193,8 +210,8 @@ class LaunchPlan:
     def __call__(self, count, dim, arrays) -> None:
         """Launch on ``arrays[0]`` (a CUstream) with scalar values from ``arrays[1]``."""
         stream, args = arrays
-        if self._scalar_packs:
-            self.pack_scalars(args)
+        if self.pack is not None:
+            self.pack(args)
         err = self._launch(self.kernel.function, count[0], count[1], count[2], dim[0], dim[1], dim[2],
                            0, stream, self._address, 0)[0]
         if err != self._success:

@@ -64,6 +64,7 @@ from ...runtime.modes import LaunchMode
 from ...runtime.server import HostServer
 from .driver import CudaError, Driver
 from .dynamic import DynamicCountMixin
+from .fast_path import FastLaunchMixin
 from .interop import BorrowedTable, CudaInteropMixin
 from .launch_plan import LaunchPlan
 from .memory import DeviceAllocator, PinnedPool
@@ -104,7 +105,7 @@ class _Plan:
         self.bound_for = {}         # block threads -> wrapper grid (device count)
 
 
-class CudaServer(CudaInteropMixin, DynamicCountMixin, HostServer):
+class CudaServer(FastLaunchMixin, CudaInteropMixin, DynamicCountMixin, HostServer):
     """One GPU: its primary context, streams, memory, compile cache and ledger."""
 
     def __init__(self, index: int, *, driver: Driver | None = None, compiler=None,
@@ -125,11 +126,12 @@ class CudaServer(CudaInteropMixin, DynamicCountMixin, HostServer):
         self.device_name = drv.device_name(self._dev)
         self.sm_count = drv.device_attribute("CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT", self._dev)
         device = f"{name}:{index}"
+        self._init_fast_path()
         allocator = DeviceAllocator(drv, self.activate)
         super().__init__(device, allocator, InlineChannel(device), baseline_rule=baseline_rule)
         allocator._trim = self.pool_trim
         self.allocator = allocator
-        self.streams = CudaStreams(drv, self._fatal, self.ledger)
+        self.streams = CudaStreams(drv, self._fatal, self.ledger, self.channel.lock)
         self.pool = MemoryPool(allocator.allocate, allocator.release)
         self.pinned = PinnedPool(drv, self.activate)
         if compiler is None:
@@ -152,6 +154,18 @@ class CudaServer(CudaInteropMixin, DynamicCountMixin, HostServer):
 
     def __repr__(self) -> str:
         return f"<CudaServer {self.device} ({self.device_name})>"
+
+    @property
+    def stats(self):
+        """The server's counters, with the warm launches (counted apart, as one int, on their
+        path) folded in. Under the device lock: a fold racing a warm launch would lose it."""
+        with self.channel.lock:
+            self._fold_hot_stats(self._stats)
+        return self._stats
+
+    @stats.setter
+    def stats(self, value) -> None:
+        self._stats = value
 
     # -- context -------------------------------------------------------------------------------------
     def activate(self) -> None:
@@ -205,6 +219,11 @@ class CudaServer(CudaInteropMixin, DynamicCountMixin, HostServer):
     def _drain_frees(self) -> None:
         if self._to_free:
             for memory_id in list(self._to_free):
+                if self._hot:
+                    self._forget_hot(memory_id)
+                # The pool reuses the memory once its users are done: warm tasks among them
+                # must have an event for "done" to become true.
+                self.streams.flush_tasks(self.hazards.users_of(memory_id))
                 self._ptrs.pop(memory_id, None)
                 if memory_id in self._borrowed_ids:
                     # Borrowed bytes belong to another library: never to the pool.
@@ -423,7 +442,10 @@ class CudaServer(CudaInteropMixin, DynamicCountMixin, HostServer):
         task.rec = Recorded(task.label, plan.launch, req.count.as_tuple(), req.dim.as_tuple(),
                             (cs.handle, req.args), None, plan.reads, plan.writes)
         task.cs = cs
-        return self._submit(task, plan, blocking)
+        answer = self._submit(task, plan, blocking)
+        if req.raw is not None:
+            self._arm(req, plan, cs)
+        return answer
 
     def _submit(self, task: CudaTask, plan: _Plan, blocking: bool):
         deps = self.hazards.register(task, plan.read_mems, plan.write_mems)

@@ -41,7 +41,7 @@ from typing import Callable
 from ...runtime.capture import run_recorded
 from .driver import CudaError
 
-__all__ = ["CudaTask", "CudaStreams", "EventPool"]
+__all__ = ["CudaTask", "HotTask", "CudaStreams", "EventPool"]
 
 log = logging.getLogger("numba_cube")
 
@@ -71,7 +71,7 @@ class EventPool:
 class _CuStream:
     """One CUDA stream serving one ``StreamId`` (until recycled)."""
 
-    __slots__ = ("sid", "handle", "ptr", "seq", "done_seq", "tail", "waited")
+    __slots__ = ("sid", "handle", "ptr", "seq", "done_seq", "tail", "waited", "evented")
 
     def __init__(self, sid, handle):
         self.sid = sid
@@ -81,6 +81,7 @@ class _CuStream:
         self.done_seq = 0             # every task with seq <= done_seq is known to be done
         self.tail = None              # the last task enqueued
         self.waited: dict = {}        # producer _CuStream -> highest seq already waited for
+        self.evented = None           # the newest task of this stream that recorded an event
 
 
 class CudaTask:
@@ -169,11 +170,86 @@ class CudaTask:
         return f"<CudaTask {self.label} on {self.stream} {'done' if self._done else 'pending'}>"
 
 
+class HotTask:
+    """The task of a warm launch (``fast_path.py``): no event of its own until one is needed.
+
+    Recording an event after every launch costs a driver call (~0.5 us) that nobody needs in a
+    loop of launches on one stream. So a warm task is only a position in its stream (``cs``,
+    ``seq``). Its event is borrowed when somebody has to wait for it (another stream, a host
+    read, a free of its memory, ``sync``): ``CudaStreams.event_of`` then records a *marker*
+    event on the stream, after everything issued so far, and the task waits on that. The marker
+    may cover later work of the stream too, so such a wait can be longer than needed: the
+    runtime may over-synchronize, never under-synchronize.
+
+    ``done`` answers without an event when it can: from the stream's completion mark
+    (``done_seq``) or from any newer task of the stream that has an event (a stream runs in
+    order). Otherwise it says *not done*, which again only over-synchronizes.
+    """
+
+    __slots__ = ("stream", "seq", "cs", "task_id", "_done", "_mark", "_streams", "__weakref__")
+
+    # What a CudaTask carries and a warm launch never has.
+    run = None
+    rec = None
+    deps = ()
+    failure_hint = None
+    timing = None
+    ran = True
+    label = "warm-launch"
+    duration = None
+
+    def __init__(self, stream, cs, streams, task_id):
+        self.stream = stream
+        self.cs = cs
+        self._streams = streams
+        self.task_id = task_id
+        self._done = False
+        self._mark = None             # the CudaTask whose event covers this one, once needed
+
+    @property
+    def event(self):
+        mark = self._mark
+        return None if mark is None else mark.event
+
+    @property
+    def done(self) -> bool:
+        if self._done:
+            return True
+        cs = self.cs
+        if self.seq <= cs.done_seq:
+            self._done = True
+            return True
+        mark = self._mark
+        if mark is None:
+            mark = cs.evented
+            if mark is None or mark.seq < self.seq:
+                return False          # no event covers it yet: not known to be done
+        if mark.done:
+            self._done = True
+            return True
+        return False
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if self.done:
+            return True
+        if self._mark is None:
+            self._streams.event_of_locked(self)
+        mark = self._mark
+        if mark is not None:
+            mark.wait()               # also moves the stream's done_seq past this task
+        self._done = True             # (no marker: the device is broken, nothing to wait for)
+        return True
+
+    def __repr__(self) -> str:
+        return f"<HotTask #{self.seq} on {self.stream} {'done' if self._done else 'pending'}>"
+
+
 class CudaStreams:
     """StreamId -> CUDA stream, and the inline enqueue. Called under the device lock."""
 
-    def __init__(self, driver, on_fault: Callable[[BaseException], None], ledger=None):
+    def __init__(self, driver, on_fault: Callable[[BaseException], None], ledger=None, lock=None):
         self.driver = driver
+        self.lock = lock              # the device lock (a HotTask's wait borrows an event under it)
         self.ledger = ledger
         self.events = EventPool(driver)
         self.timing_events: list = []
@@ -207,6 +283,8 @@ class CudaStreams:
         ran on such a stream is complete, so a later task of that id on another CUDA stream is
         ordered after it trivially."""
         for sid, cs in list(self._streams.items()):
+            if cs.tail is not None:
+                self.event_of(cs.tail)    # a warm tail says "not done" until it has an event
             if cs.tail is None or cs.tail.done:
                 del self._streams[sid]
                 self._idle_handles.append(cs.handle)
@@ -231,11 +309,16 @@ class CudaStreams:
         handle = cs.handle
         for dep in deps:
             dcs = dep.cs
-            if dcs is None or dep.event is None:
-                continue              # not a GPU task (cannot happen) or nothing recorded
+            if dcs is None:
+                continue              # not a GPU task (cannot happen)
             if cs.waited.get(dcs, 0) >= dep.seq:
                 continue              # an earlier wait already covers it
-            err = self._wait(handle, dep.event, 0)[0]
+            event = dep.event
+            if event is None:
+                event = self.event_of(dep)
+                if event is None:
+                    continue          # nothing recorded (a broken device)
+            err = self._wait(handle, event, 0)[0]
             if err != self._success:
                 self._fail(self.driver.error("cuStreamWaitEvent", err))
                 continue
@@ -269,6 +352,53 @@ class CudaStreams:
                     self._fail(self.driver.error("cuEventRecord", err))
                 else:
                     task.event = event
+                    cs.evented = task
+
+    def event_of(self, task):
+        """The event that tells when ``task`` is done, or None if there is none (a broken device,
+        or a task that is done). A warm task (``HotTask``) not covered by an event yet gets one:
+        the stream's newest event if it is recent enough, else a marker recorded now. Called
+        under the device lock."""
+        if type(task) is not HotTask:
+            return task.event
+        mark = task._mark
+        if mark is None:
+            if task._done:
+                return None
+            cs = task.cs
+            mark = cs.evented
+            if mark is None or mark.seq < task.seq or mark.event is None:
+                mark = self._record_marker(cs)
+                if mark is None:
+                    return None
+            task._mark = mark
+        return mark.event
+
+    def event_of_locked(self, task):
+        """``event_of`` from a thread that may not hold the device lock (``HotTask.wait``)."""
+        with self.lock:
+            return self.event_of(task)
+
+    def _record_marker(self, cs: _CuStream):
+        """An event on ``cs`` after everything issued on it so far, owned by a task-shaped marker
+        (at the stream's current position) that gives the event back to the pool when garbage."""
+        marker = CudaTask(None, cs.sid, "marker")
+        marker.cs = cs
+        marker.seq = cs.seq
+        marker._streams = self
+        try:
+            event = self.events.get()
+        except CudaError as exc:
+            self._fail(exc)
+            return None
+        err = self._record(event, cs.handle)[0]
+        if err != self._success:
+            self.events.put(event)
+            self._fail(self.driver.error("cuEventRecord", err))
+            return None
+        marker.event = event
+        cs.evented = marker
+        return marker
 
     def _record_checked(self, event, handle) -> None:
         err = self._record(event, handle)[0]
@@ -286,11 +416,16 @@ class CudaStreams:
         """Nothing to flush: work is enqueued on the device as it is issued."""
 
     def flush_tasks(self, tasks) -> None:
-        pass
+        """Work is on the device already; warm tasks among ``tasks`` get an event to wait on."""
+        for task in tasks:
+            if type(task) is HotTask:
+                self.event_of(task)
 
     def flush_all(self) -> list:
         """The last task of every stream that is not done yet (waiting on them waits for all)."""
-        return [cs.tail for cs in self._streams.values() if cs.tail is not None and not cs.tail.done]
+        tails = [cs.tail for cs in self._streams.values() if cs.tail is not None and not cs.tail.done]
+        self.flush_tasks(tails)
+        return tails
 
     # -- driver calls made for tasks ----------------------------------------------------------------
     def query(self, event) -> bool:
