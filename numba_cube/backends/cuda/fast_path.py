@@ -192,3 +192,4 @@ class FastLaunchMixin:
         if fired:
             stats["launched"] += fired
             stats["cache_hits"] += fired
+            stats["warm"] += fired      # how many of the launches took the warm path

@@ -1,0 +1,253 @@
+"""The warm launch path (``backends/cuda/fast_path.py``): a repeat of an armed launch.
+
+The warm path is an optimization and must be invisible: every contract of the general path
+holds for a launch that repeats an armed one (failures on inputs, capture windows, dry runs,
+observers, profiles, cross-stream ordering, frees). Each test arms a launch first (two identical
+launches), then changes one thing and checks the contract. ``stats["warm"]`` counts the launches
+that took the warm path, so a test can also say which path it exercised; that counter exists on
+the GPU path only (``CudaServer``), the simulator's backend has no warm path and the contracts
+are checked there all the same.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+
+import numpy as np
+import pytest
+from numba import cuda
+
+import numba_cube as cube
+from numba_cube.errors import LaunchFailure
+from numba_cube.testing import launched
+
+from _cuda_setup import KIND, only
+
+TPB = 32
+N = 32
+GPU_PATH = KIND in ("fake", "gpu")
+SPIN = 200_000 if KIND == "gpu" else 1
+
+
+@cube.kernel
+def add_scalar(x, value):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] += value
+
+
+@cube.kernel
+def copy_into(x, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = x[i]
+
+
+@cube.kernel
+def slow_fill(out, value, spin):
+    # Burns time before writing, so a consumer that does not wait reads the old bytes.
+    i = cuda.grid(1)
+    if i < out.size:
+        acc = 0.0
+        for k in range(spin):
+            acc += k * 1e-30
+        out[i] = value + acc * 0.0
+
+
+def warm_count(client) -> int:
+    return client.server.stats["warm"] if GPU_PATH else 0
+
+
+def arm(client, kernel, *args):
+    """Two identical launches: the first arms the warm path, the second takes it."""
+    client.launch(kernel, 1, TPB, *args)
+    client.launch(kernel, 1, TPB, *args)
+
+
+def test_repeats_take_the_warm_path_and_honour_changing_scalars(client):
+    """A launch that repeats the previous one (same handles, scalar types, geometry, stream)
+    takes the warm path; new scalar *values* are packed every time."""
+    x = client.create(np.zeros(N))
+    before = warm_count(client)
+    total = 0.0
+    for k in range(20):
+        client.launch(add_scalar, 1, TPB, x, float(k))
+        total += k
+    np.testing.assert_array_equal(client.read(x), np.full(N, total))
+    if GPU_PATH:
+        assert warm_count(client) - before == 19
+    assert launched()[-20:] == [add_scalar.id] * 20   # gate 3 holds on both paths
+
+
+def test_other_handles_or_geometry_take_the_general_path_and_stay_right(client):
+    """Another handle, a view of the same buffer or another geometry does not match the armed
+    launch: it is run by the general path, with its own arguments."""
+    a, b = client.create(np.zeros(N)), client.create(np.zeros(N))
+    arm(client, add_scalar, a, 1.0)
+    client.launch(add_scalar, 1, TPB, b, 5.0)
+    client.launch(add_scalar, 1, TPB, a[:16], 10.0)
+    client.launch(add_scalar, 1, 16, a, 100.0)                 # half the units
+    client.launch(add_scalar, 1, TPB, a, 3)                    # an int: another signature
+    expect = np.full(N, 2.0 + 3)
+    expect[:16] += 10.0 + 100.0
+    np.testing.assert_array_equal(client.read(a), expect)
+    np.testing.assert_array_equal(client.read(b), np.full(N, 5.0))
+
+
+def test_an_input_failed_after_arming_is_inherited_then_repaired(client):
+    """A failure recorded on an input after the launch was armed: the repeat is skipped and its
+    output carries the same root cause; rewriting the input repairs the next repeat."""
+    x, out = client.create(np.ones(N)), client.create(np.zeros(N))
+    arm(client, copy_into, x, out)
+    client.launch(add_scalar, 1, 2048, x, 1.0)                 # refused by the driver: x fails
+    client.launch(copy_into, 1, TPB, x, out)
+    with pytest.raises(LaunchFailure) as info:
+        client.read(out)
+    assert info.value.kernel_id == add_scalar.id
+    client.write(x, np.full(N, 7.0))
+    client.launch(copy_into, 1, TPB, x, out)
+    np.testing.assert_array_equal(client.read(out), np.full(N, 7.0))
+
+
+def test_a_capture_window_opened_after_arming_records_the_repeat(client):
+    """Inside a capture window a repeat is recorded, not run; the graph runs it on replay."""
+    x = client.create(np.zeros(N))
+    arm(client, add_scalar, x, 1.0)
+    client.sync()
+    client.graph_prepare()
+    client.start_capture()
+    client.launch(add_scalar, 1, TPB, x, 1.0)
+    graph = client.stop_capture()
+    np.testing.assert_array_equal(client.read(x), np.full(N, 2.0))   # not run by the capture
+    graph.replay()
+    graph.replay()
+    np.testing.assert_array_equal(client.read(x), np.full(N, 4.0))
+
+
+def test_a_dry_run_after_arming_runs_nothing(client):
+    """A repeat inside ``cube.dry_run()`` is skipped like any launch there."""
+    x = client.create(np.zeros(N))
+    arm(client, add_scalar, x, 1.0)
+    with cube.dry_run():
+        client.launch(add_scalar, 1, TPB, x, 1.0)
+    client.launch(add_scalar, 1, TPB, x, 1.0)
+    np.testing.assert_array_equal(client.read(x), np.full(N, 3.0))
+
+
+def test_observers_and_profiles_see_repeats(client):
+    """An observer added after arming sees every repeat; a profile times each one."""
+    x = client.create(np.zeros(N))
+    arm(client, add_scalar, x, 1.0)
+    seen = []
+    observe = seen.append             # one bound method: remove_observer matches by identity
+    cube.add_observer(observe)
+    try:
+        client.launch(add_scalar, 1, TPB, x, 1.0)
+        client.launch(add_scalar, 1, TPB, x, 1.0)
+    finally:
+        cube.remove_observer(observe)
+    assert [e.kernel_id for e in seen] == [add_scalar.id] * 2
+    _, timings = client.profile(lambda: client.launch(add_scalar, 1, TPB, x, 1.0))
+    assert [t.kernel_id for t in timings] == [add_scalar.id]
+    np.testing.assert_array_equal(client.read(x), np.full(N, 5.0))
+
+
+def test_a_consumer_on_another_thread_waits_for_warm_producers(client):
+    """Warm launches record no event of their own; a consumer on another stream still waits for
+    the last of them (an event is recorded for it when the consumer needs one)."""
+    x, out = client.create(np.zeros(N)), client.create(np.zeros(N))
+    for v in range(1, 4):
+        client.launch(slow_fill, 1, TPB, x, float(v), SPIN)    # warm from the second on
+    result = {}
+
+    def consumer():
+        c = cube.client(client.device)
+        c.launch(copy_into, 1, TPB, x, out)
+        result["out"] = c.read(out)
+
+    t = threading.Thread(target=consumer)
+    t.start()
+    t.join()
+    np.testing.assert_array_equal(result["out"], np.full(N, 3.0))
+
+
+def test_a_warm_repeat_waits_for_another_streams_write_in_between(client):
+    """Another stream writes an input of the armed launch: the repeat is not 'solo' any more and
+    waits for that write (it takes the general path, which orders it)."""
+    x, out = client.create(np.zeros(N)), client.create(np.zeros(N))
+    arm(client, copy_into, x, out)
+    other = client.set_stream(cube.StreamId.new())
+    other.launch(slow_fill, 1, TPB, x, 9.0, SPIN)
+    client.launch(copy_into, 1, TPB, x, out)
+    np.testing.assert_array_equal(client.read(out), np.full(N, 9.0))
+
+
+def test_memory_of_a_freed_input_is_not_reused_while_warm_launches_read_it(client):
+    """Dropping an input right after warm launches that read it: its memory goes back to the
+    pool only after they are done (they get an event for that), so fresh buffers cannot
+    overwrite what they still read."""
+    out = client.create(np.zeros(N))
+    src = client.create(np.full(N, 2.0))
+    client.launch(slow_fill, 1, TPB, out, 0.0, SPIN)
+    arm(client, add_scalar, out, 0.0)
+    for _ in range(3):
+        client.launch(copy_into, 1, TPB, src, out)
+    del src
+    gc.collect()
+    fresh = [client.create(np.full(N, -1.0)) for _ in range(4)]
+    np.testing.assert_array_equal(client.read(out), np.full(N, 2.0))
+    for f in fresh:
+        np.testing.assert_array_equal(client.read(f), np.full(N, -1.0))
+
+
+def test_a_scalar_out_of_range_is_refused_as_on_the_general_path(client):
+    """A scalar the compiled signature cannot hold raises on the issuing thread, as the general
+    path does; the armed launch and its buffers are unaffected."""
+    x = client.create(np.zeros(N))
+    arm(client, add_scalar, x, 1)
+    with pytest.raises(OverflowError):
+        client.launch(add_scalar, 1, TPB, x, 2**70)
+    client.launch(add_scalar, 1, TPB, x, 1)
+    np.testing.assert_array_equal(client.read(x), np.full(N, 3.0))
+
+
+@only("fake", "gpu", why="the warm path and its bookkeeping are CudaServer's")
+def test_a_loop_that_creates_and_frees_handles_keeps_the_server_state_bounded(client):
+    """Launch loops over fresh handles (each arms a new entry and frees the last) keep the armed
+    entries, plans, hazard and ledger state bounded: freed buffers take their entries along."""
+    server = client.server
+    keep = client.create(np.zeros(N))
+
+    def state():
+        return (len(server._hot), len(server._launch_plans), len(server.hazards), len(server.ledger))
+
+    for _ in range(20):
+        x = client.create(np.ones(N))
+        arm(client, copy_into, x, keep)
+        del x
+    client.sync()
+    first = state()
+    for _ in range(200):
+        x = client.create(np.ones(N))
+        arm(client, copy_into, x, keep)
+        del x
+    client.sync()
+    assert state() <= tuple(v + 2 for v in first)
+    np.testing.assert_array_equal(client.read(keep), np.ones(N))
+
+
+@only("fake", why="counts driver calls of the fake driver")
+def test_warm_launches_record_events_only_when_someone_waits(client, fake_api):
+    """A loop of warm launches on one stream records no event; the read that follows records one
+    marker and waits on it."""
+    x = client.create(np.zeros(N))
+    arm(client, add_scalar, x, 1.0)
+    gc.collect()                      # earlier tests' buffers are freed now, not inside the loop
+    client.sync()
+    records = fake_api.calls["cuEventRecord"]
+    for _ in range(10):
+        client.launch(add_scalar, 1, TPB, x, 1.0)
+    assert fake_api.calls["cuEventRecord"] == records
+    np.testing.assert_array_equal(client.read(x), np.full(N, 12.0))
+    assert fake_api.calls["cuEventRecord"] == records + 1     # one marker, for the read
