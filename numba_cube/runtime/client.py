@@ -52,6 +52,7 @@ class Client:
 
     def __init__(self, server, *, options: dict | None = None, pinned: StreamId | None = None):
         self.server = server
+        self._fast = server.fast_launch     # bound once: the warm path, or None
         self.options = dict(options or {})
         self._options_key = tuple(sorted(self.options.items()))
         self.pinned = pinned
@@ -185,7 +186,7 @@ class Client:
         """Launch ``kernel`` on ``count`` cubes of ``dim`` units. Returns nothing: a failure is
         recorded on the buffers the launch should have written."""
         server = self.server
-        fast = server.fast_launch
+        fast = self._fast
         if fast is not None and quiet(server):
             # A repeat of an armed launch (backends/cuda/fast_path.py): the gates hold by
             # construction (a count that was not zero, handles of this device matched by

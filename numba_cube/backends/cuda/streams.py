@@ -307,22 +307,8 @@ class CudaStreams:
         task._streams = self
         task.deps = deps
         handle = cs.handle
-        for dep in deps:
-            dcs = dep.cs
-            if dcs is None:
-                continue              # not a GPU task (cannot happen)
-            if cs.waited.get(dcs, 0) >= dep.seq:
-                continue              # an earlier wait already covers it
-            event = dep.event
-            if event is None:
-                event = self.event_of(dep)
-                if event is None:
-                    continue          # nothing recorded (a broken device)
-            err = self._wait(handle, event, 0)[0]
-            if err != self._success:
-                self._fail(self.driver.error("cuStreamWaitEvent", err))
-                continue
-            cs.waited[dcs] = dep.seq
+        if deps:
+            self.wait_for(cs, deps)
         cs.seq += 1
         task.seq = cs.seq
         task.cs = cs
@@ -353,6 +339,28 @@ class CudaStreams:
                 else:
                     task.event = event
                     cs.evented = task
+
+    def wait_for(self, cs: _CuStream, deps) -> None:
+        """Make ``cs`` wait on the device for each task of ``deps`` (tasks of other streams), through
+        their events. A wait already implied by an earlier wait on a later task of the same
+        producer stream is skipped."""
+        handle = cs.handle
+        for dep in deps:
+            dcs = dep.cs
+            if dcs is None:
+                continue              # not a GPU task (cannot happen)
+            if cs.waited.get(dcs, 0) >= dep.seq:
+                continue              # an earlier wait already covers it
+            event = dep.event
+            if event is None:
+                event = self.event_of(dep)
+                if event is None:
+                    continue          # nothing recorded (a broken device)
+            err = self._wait(handle, event, 0)[0]
+            if err != self._success:
+                self._fail(self.driver.error("cuStreamWaitEvent", err))
+                continue
+            cs.waited[dcs] = dep.seq
 
     def event_of(self, task):
         """The event that tells when ``task`` is done, or None if there is none (a broken device,

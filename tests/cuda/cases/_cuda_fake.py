@@ -44,10 +44,18 @@ PER_THREAD = 2
 
 
 class _Event:
+    """An event and its records. A record is identified by its generation; completion is kept
+    per record, not as a high-water mark: one event re-recorded on *another* stream may complete
+    its later record first, and a stream wait bound to the earlier record must still wait for
+    that one (as in CUDA, where a wait binds to the record current at ``cuStreamWaitEvent``)."""
+
     def __init__(self, timing):
         self.timing = timing
         self.gen = 0          # records made
-        self.done_gen = 0     # records completed
+        self.completed = {0}  # generations completed (0: "never recorded" is complete)
+
+    def done(self, gen: int) -> bool:
+        return gen in self.completed
 
 
 class _Stream:
@@ -141,7 +149,7 @@ class FakeApi:
             return False
         op = st.ops[0]
         if op[0] == "wait":
-            return op[1].done_gen >= op[2]
+            return op[1].done(op[2])
         return True
 
     def _step(self) -> bool:
@@ -155,7 +163,7 @@ class FakeApi:
     def _run(self, op) -> None:
         kind = op[0]
         if kind == "record":
-            op[1].done_gen = max(op[1].done_gen, op[2])
+            op[1].completed.add(op[2])
         elif kind == "copy":
             ctypes.memmove(op[1], op[2], op[3])
         elif kind == "kernel":
@@ -369,13 +377,13 @@ class FakeApi:
             if self.broken is not None:
                 return self._sticky()
             ev = self.events[int(event)]
-            return (OK,) if ev.done_gen >= ev.gen else (R.CUDA_ERROR_NOT_READY,)
+            return (OK,) if ev.done(ev.gen) else (R.CUDA_ERROR_NOT_READY,)
 
     def cuEventSynchronize(self, event):
         with self._lock:
             ev = self.events[int(event)]
             target = ev.gen
-            return (self._drain(lambda: ev.done_gen >= target),)
+            return (self._drain(lambda: ev.done(target)),)
 
     def cuEventElapsedTime(self, start, end):
         return (OK, 0.5)

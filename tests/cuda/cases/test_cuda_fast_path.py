@@ -45,6 +45,13 @@ def copy_into(x, out):
 
 
 @cube.kernel
+def add_into(x, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] += x[i]
+
+
+@cube.kernel
 def slow_fill(out, value, spin):
     # Burns time before writing, so a consumer that does not wait reads the old bytes.
     i = cuda.grid(1)
@@ -153,6 +160,34 @@ def test_observers_and_profiles_see_repeats(client):
     np.testing.assert_array_equal(client.read(x), np.full(N, 5.0))
 
 
+def test_ping_pong_launches_of_one_kernel_are_both_warm(client):
+    """One kernel launched with two argument sets in turn (ping-pong buffers): both stay armed,
+    so both take the warm path, and the chain of results is exact."""
+    a, b = client.create(np.ones(N)), client.create(np.zeros(N))
+    before = warm_count(client)
+    for _ in range(10):
+        client.launch(copy_into, 1, TPB, a, b)
+        client.launch(add_scalar, 1, TPB, b, 1.0)
+        client.launch(copy_into, 1, TPB, b, a)
+    np.testing.assert_array_equal(client.read(a), np.full(N, 11.0))
+    if GPU_PATH:
+        assert warm_count(client) - before >= 3 * 10 - 3
+
+
+def test_a_chain_alternating_two_streams_is_exact(client):
+    """Each launch reads the previous one's output on the other stream: repeats are warm and
+    still wait for the other stream's last launch on the device."""
+    a, b = client.create(np.ones(N)), client.create(np.zeros(N))
+    s1 = client.set_stream(cube.StreamId.new())
+    s2 = client.set_stream(cube.StreamId.new())
+    for _ in range(10):
+        s1.launch(slow_fill, 1, TPB, b, 0.0, SPIN)
+        s1.launch(add_into, 1, TPB, a, b)                # b = a
+        s2.launch(add_scalar, 1, TPB, b, 1.0)            # b = a + 1, after s1
+        s2.launch(copy_into, 1, TPB, b, a)               # a = a + 1
+    np.testing.assert_array_equal(client.read(a), np.full(N, 11.0))
+
+
 def test_a_consumer_on_another_thread_waits_for_warm_producers(client):
     """Warm launches record no event of their own; a consumer on another stream still waits for
     the last of them (an event is recorded for it when the consumer needs one)."""
@@ -173,8 +208,8 @@ def test_a_consumer_on_another_thread_waits_for_warm_producers(client):
 
 
 def test_a_warm_repeat_waits_for_another_streams_write_in_between(client):
-    """Another stream writes an input of the armed launch: the repeat is not 'solo' any more and
-    waits for that write (it takes the general path, which orders it)."""
+    """Another stream writes an input of the armed launch: the repeat's buffers are not 'solo'
+    any more, and it waits for that write on the device."""
     x, out = client.create(np.zeros(N)), client.create(np.zeros(N))
     arm(client, copy_into, x, out)
     other = client.set_stream(cube.StreamId.new())
