@@ -26,25 +26,18 @@ import numpy as np
 from .. import testing
 from ..errors import ForeignHandleError, LaunchArgumentError
 from ..kernel.kernel import Kernel, kernel as make_kernel
-from . import modes, observers, profiling
+from . import observers, profiling
 from .geometry import CubeCount, CubeDim
 from .handle import Allocation, Binding, Handle
 from .modes import launch_mode
 from .server import LaunchRequest
 from .streams import StreamId
+from .watchers import WATCHING
 
 __all__ = ["Client"]
 
 # Python scalars and how they travel: one fixed type each, so the compiled signature is stable.
 _PLAIN_SCALARS = {int: np.int64, float: np.float64, bool: np.bool_, complex: np.complex128}
-
-
-def quiet(server) -> bool:
-    """Whether nothing wants to see individual launches on ``server`` now: no launch or task
-    observer, no open profile, no dry run, nobody holding the device exclusively. Only then may
-    a launch take a server's warm path, which skips those gates' work."""
-    return not (observers._observers or observers._task_observers or profiling.ACTIVE[0]
-                or modes._dry_depth or server.exclusive.owner is not None)
 
 
 class Client:
@@ -187,10 +180,11 @@ class Client:
         recorded on the buffers the launch should have written."""
         server = self.server
         fast = self._fast
-        if fast is not None and quiet(server):
-            # A repeat of an armed launch (backends/cuda/fast_path.py): the gates hold by
-            # construction (a count that was not zero, handles of this device matched by
-            # identity, mode EXECUTE, no observer), so what is left is the launched log.
+        if fast is not None and not WATCHING[0] and server.exclusive.owner is None:
+            # Nothing watches single launches (no observer, profile or dry run: watchers.py) and
+            # nobody holds the device: a repeat of an armed launch (backends/cuda/fast_path.py)
+            # passes the gates by construction (a count that was not zero, handles of this
+            # device matched by identity, mode EXECUTE), so what is left is the launched log.
             stream = self.pinned if self.pinned is not None else StreamId.current()
             kernel_id = fast(kernel, count, dim, args, stream, self._options_key)
             if kernel_id is not None:

@@ -21,6 +21,8 @@ import contextlib
 import enum
 import threading
 
+from .watchers import watch
+
 __all__ = ["LaunchMode", "dry_run", "real_run", "launch_mode"]
 
 
@@ -60,12 +62,14 @@ class dry_run(_BareDecorator):
         global _dry_depth
         with _dry_lock:
             _dry_depth += 1
+        watch(1)
         return self
 
     def __exit__(self, *exc):
         global _dry_depth
         with _dry_lock:
             _dry_depth -= 1
+        watch(-1)
         return False
 
 

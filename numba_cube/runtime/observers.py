@@ -15,6 +15,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from .watchers import watch
+
 __all__ = ["LaunchEvent", "TaskEvent", "add_observer", "remove_observer", "active", "notify_launch",
            "add_task_observer", "remove_task_observer", "tasks_observed", "notify_task"]
 
@@ -44,12 +46,15 @@ def add_observer(fn: Callable[[LaunchEvent], None]) -> None:
     global _observers
     with _lock:
         _observers = _observers + (fn,)
+        watch(1)
 
 
 def remove_observer(fn: Callable[[LaunchEvent], None]) -> None:
     global _observers
     with _lock:
-        _observers = tuple(o for o in _observers if o is not fn)
+        kept = tuple(o for o in _observers if o is not fn)
+        watch(len(kept) - len(_observers))
+        _observers = kept
 
 
 def active() -> bool:
@@ -89,12 +94,15 @@ def add_task_observer(fn: Callable[[TaskEvent], None]) -> None:
     global _task_observers
     with _lock:
         _task_observers = _task_observers + (fn,)
+        watch(1)
 
 
 def remove_task_observer(fn: Callable[[TaskEvent], None]) -> None:
     global _task_observers
     with _lock:
-        _task_observers = tuple(o for o in _task_observers if o is not fn)
+        kept = tuple(o for o in _task_observers if o is not fn)
+        watch(len(kept) - len(_task_observers))
+        _task_observers = kept
 
 
 def tasks_observed() -> bool:

@@ -17,6 +17,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
+from .watchers import watch
+
 __all__ = ["Profile", "KernelTiming", "open_profile", "active_profile"]
 
 _local = threading.local()
@@ -45,6 +47,7 @@ def open_profile(stream) -> Profile:
     stack.append(prof)
     with _count_lock:
         ACTIVE[0] += 1
+    watch(1)
     return prof
 
 
@@ -52,6 +55,7 @@ def close_profile(prof: Profile) -> None:
     _local.stack.remove(prof)
     with _count_lock:
         ACTIVE[0] -= 1
+    watch(-1)
 
 
 def active_profile(stream) -> Profile | None:
