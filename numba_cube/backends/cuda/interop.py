@@ -29,7 +29,8 @@ host. PyTorch exports no stream (``None``: no synchronization needed, per the pr
 Under numba-cuda's simulator, numba "device arrays" are ``FakeCUDAArray`` objects wrapping NumPy
 arrays; the simulator server adopts those the same way (host memory, no copy).
 
-DLPack is not used: every library we target also speaks the CUDA array interface.
+An argument without the interface but with DLPack (``__dlpack__``/``__dlpack_device__`` on a CUDA
+device) is described by ``dlpack.parse_dlpack`` and adopted the same way.
 """
 
 from __future__ import annotations
@@ -257,7 +258,11 @@ class CudaInteropMixin:
         """Seam used by ``Client._bind``: a foreign CUDA array as a borrowed handle, or None."""
         fa = parse_cai(obj)
         if fa is None:
-            return None
+            from .dlpack import parse_dlpack
+
+            fa = parse_dlpack(obj)
+            if fa is None:
+                return None
         return self.channel.call(self.op_adopt, fa)
 
     def op_adopt(self, fa) -> Handle:

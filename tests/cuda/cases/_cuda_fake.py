@@ -493,6 +493,51 @@ class ForeignArray:
         return np.frombuffer(ctypes.string_at(self.ptr, n), self.dtype).reshape(self.shape).copy()
 
 
+class DLPackArray:
+    """A foreign library's device array that speaks DLPack only (no array interface), on the fake
+    device: ``__dlpack__`` returns a real ``DLManagedTensor`` capsule over fake-device memory."""
+
+    def __init__(self, api: FakeApi, data, device: int = 0, device_type: int = 2, strides=None):
+        from numba_cube.backends.cuda.dlpack import DLManagedTensor
+
+        self.array = ForeignArray(api, data, device=device, stream=None)   # owns the memory
+        ndim = len(self.array.shape)
+        self._shape = (ctypes.c_int64 * max(ndim, 1))(*self.array.shape)
+        self._strides = None if strides is None else (ctypes.c_int64 * ndim)(*strides)
+        self._managed = managed = DLManagedTensor()
+        t = managed.dl_tensor
+        t.data, t.ndim, t.byte_offset = self.array.ptr, ndim, 0
+        t.device.device_type, t.device.device_id = device_type, device
+        t.dtype.code = {"i": 0, "u": 1, "f": 2, "c": 5, "b": 6}[self.array.dtype.kind]
+        t.dtype.bits, t.dtype.lanes = self.array.dtype.itemsize * 8, 1
+        t.shape = self._shape
+        if self._strides is not None:
+            t.strides = self._strides
+        self.streams_asked: list = []
+        self.capsules: list = []
+
+    def __dlpack_device__(self):
+        t = self._managed.dl_tensor
+        return (t.device.device_type, t.device.device_id)
+
+    def __dlpack__(self, stream=None):
+        self.streams_asked.append(stream)
+        new = ctypes.pythonapi.PyCapsule_New
+        new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+        capsule = new(ctypes.addressof(self._managed), b"dltensor", None)
+        self.capsules.append(capsule)
+        return capsule
+
+    def capsule_consumed(self, capsule) -> bool:
+        """Whether a consumer renamed the capsule (``used_dltensor``), taking over its deleter."""
+        valid = ctypes.pythonapi.PyCapsule_IsValid
+        valid.restype, valid.argtypes = ctypes.c_int, [ctypes.py_object, ctypes.c_char_p]
+        return not valid(capsule, b"dltensor")
+
+    def get(self) -> np.ndarray:
+        return self.array.get()
+
+
 def register_fake_cuda(name: str = "fakecuda", devices: int = 2) -> FakeApi:
     """Register backend ``name`` whose devices are ``CudaServer``s over one ``FakeApi``."""
     from numba_cube.backends.cuda.driver import Driver

@@ -9,6 +9,7 @@ from numba import cuda
 
 import numba_cube as cube
 from numba_cube import ForeignHandleError
+from numba_cube.errors import LaunchArgumentError
 
 from _cuda_setup import KIND, only
 
@@ -131,5 +132,84 @@ def test_foreign_array_of_another_device_is_refused(client, second_client, fake_
     else:
         with cuda.gpus[1]:
             arr = cuda.to_device(np.ones(8))
+    with pytest.raises(ForeignHandleError):
+        client.launch(copy_into, 1, 8, arr, client.create(np.zeros(8)))
+
+
+# -- DLPack (an array that speaks only DLPack) ------------------------------------------------
+class DLPackOnly:
+    """A real library's CUDA array seen through DLPack alone (its array interface hidden)."""
+
+    def __init__(self, array):
+        self.array = array
+
+    def __dlpack__(self, stream=None):
+        return self.array.__dlpack__(stream=stream)
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
+
+
+def _dlpack_array(fake_api, host, **kw):
+    """A DLPack-only CUDA array and how to read it back on the host."""
+    if KIND == "fake":
+        from _cuda_fake import DLPackArray
+
+        arr = DLPackArray(fake_api, host, **kw)
+        return arr, arr.get
+    torch = pytest.importorskip("torch")
+    t = torch.from_numpy(host).cuda()
+    if kw.get("strides"):
+        t = torch.from_numpy(np.ascontiguousarray(np.tile(host, 2))).cuda()[::2]
+    return DLPackOnly(t), lambda: t.cpu().numpy()
+
+
+@only("fake", "gpu", why="DLPack producers on a CUDA device")
+def test_dlpack_array_is_bound_without_a_copy(client, fake_api):
+    """A CUDA array that speaks only DLPack is bound in place (the kernel's writes are visible
+    through it); the producer is asked for the legacy stream, and the capsule is left
+    unconsumed, so its own destructor frees the managed tensor."""
+    host = np.arange(32, dtype=np.float64)
+    arr, to_host = _dlpack_array(fake_api, host)
+    client.launch(add_into, 1, TPB, client.create(np.ones(32)), arr)
+    out = client.create(np.zeros(32))
+    client.launch(copy_into, 1, TPB, arr, out)
+    np.testing.assert_array_equal(client.read(out), host + 1.0)
+    client.sync()
+    np.testing.assert_array_equal(to_host(), host + 1.0)
+    if KIND == "fake":
+        assert arr.streams_asked and set(arr.streams_asked) == {1}
+        assert not any(arr.capsule_consumed(c) for c in arr.capsules)
+
+
+@only("fake", "gpu", why="DLPack producers on a CUDA device")
+def test_dlpack_arrays_a_kernel_cannot_bind_are_refused(client, fake_api):
+    """A strided DLPack array, or one in host memory, raises LaunchArgumentError on the issuing
+    thread; nothing is queued and the device keeps working."""
+    host = np.arange(32, dtype=np.float64)
+    out = client.create(np.zeros(16))
+    strided, _ = _dlpack_array(fake_api, host[:16].copy(), strides=(2,))
+    with pytest.raises(LaunchArgumentError, match="C-contiguous"):
+        client.launch(copy_into, 1, 16, strided, out)
+    if KIND == "fake":
+        from _cuda_fake import DLPackArray
+
+        on_host = DLPackArray(fake_api, host, device_type=1)
+        with pytest.raises(LaunchArgumentError, match="CPU memory"):
+            client.launch(copy_into, 1, 16, on_host, out)
+    client.launch(copy_into, 1, 16, client.create(np.ones(16)), out)
+    np.testing.assert_array_equal(client.read(out), np.ones(16))
+
+
+@only("fake", "gpu", why="DLPack arrays of the other device")
+def test_dlpack_array_of_another_device_is_refused(client, second_client, fake_api):
+    """A DLPack array on another GPU is refused like a foreign handle."""
+    if KIND == "fake":
+        from _cuda_fake import DLPackArray
+
+        arr = DLPackArray(fake_api, np.ones(8), device=1)
+    else:
+        torch = pytest.importorskip("torch")
+        arr = DLPackOnly(torch.ones(8, dtype=torch.float64, device="cuda:1"))
     with pytest.raises(ForeignHandleError):
         client.launch(copy_into, 1, 8, arr, client.create(np.zeros(8)))
