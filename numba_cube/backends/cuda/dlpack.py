@@ -30,7 +30,7 @@ import ctypes
 
 import numpy as np
 
-from ...errors import LaunchArgumentError
+from ...errors import ForeignHandleError, LaunchArgumentError
 
 __all__ = ["parse_dlpack", "DLManagedTensor", "DLTensor", "DLPACK_CUDA_DEVICES"]
 
@@ -70,12 +70,14 @@ _get_pointer.restype = ctypes.c_void_p
 _get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
 
 
-def parse_dlpack(obj):
+def parse_dlpack(obj, device_index: int):
     """The DLPack view of ``obj`` as an ``interop.ForeignArray``; ``None`` if it speaks no DLPack.
 
     Raises ``LaunchArgumentError`` for a DLPack array a kernel argument cannot bind (not on a
-    CUDA device, strided, vector lanes, an unknown dtype). The device *index* is checked at
-    adoption, against the memory itself (``ForeignHandleError`` for another GPU's array)."""
+    CUDA device, strided, vector lanes, an unknown dtype) and ``ForeignHandleError`` for one on
+    another GPU than ``device_index`` (said by ``__dlpack_device__``, before the producer is asked
+    for a capsule: some refuse to export from a device that is not current). Adoption checks the
+    memory itself again, as for any foreign array."""
     from .interop import ForeignArray, _c_contiguous
 
     dlpack, device_of = getattr(obj, "__dlpack__", None), getattr(obj, "__dlpack_device__", None)
@@ -83,13 +85,16 @@ def parse_dlpack(obj):
         return None
     name = type(obj).__name__
     try:
-        device_type, _ = (int(v) for v in device_of())
+        device_type, device_id = (int(v) for v in device_of())
     except Exception as exc:  # noqa: BLE001 - a broken producer is an argument error here
         raise LaunchArgumentError(f"{name}.__dlpack_device__() failed: {exc}") from exc
     if device_type not in DLPACK_CUDA_DEVICES:
         where = _DEVICE_NAMES.get(device_type, f"device type {device_type}")
         raise LaunchArgumentError(f"{name} argument is a DLPack array in {where} memory, not on a "
                                   f"CUDA device: copy it to the GPU first")
+    if device_type == 2 and device_id != device_index:
+        raise ForeignHandleError(f"{name} argument lives on cuda:{device_id}, passed to a client of "
+                                 f"cuda:{device_index}; copy it to this device first")
     try:
         capsule = dlpack(stream=LEGACY_STREAM)
         address = _get_pointer(capsule, b"dltensor")

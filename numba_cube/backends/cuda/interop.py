@@ -260,7 +260,7 @@ class CudaInteropMixin:
         if fa is None:
             from .dlpack import parse_dlpack
 
-            fa = parse_dlpack(obj)
+            fa = parse_dlpack(obj, self.index)
             if fa is None:
                 return None
         return self.channel.call(self.op_adopt, fa)
