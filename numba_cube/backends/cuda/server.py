@@ -19,6 +19,8 @@ What is replaced:
   one dict lookup and dropped when a buffer it binds is freed (the runtime's plan bookkeeping).
   On a miss, the *kernel entry* per (kernel, argument signature, options) compiles with numba-cuda
   (``compiler.py``) once, or remembers the compile failure;
+- **warm launches**: a launch that repeats an earlier one skips all of the above but the
+  dependency check and the driver call (``fast_path.py``; the client tries it first);
 - **memory**: device memory through ``cuMemAlloc`` under the pool (``memory.py``); ``create`` is a
   synchronous host-to-device copy into fresh memory, ``write`` an asynchronous copy in stream
   order from pinned staging, ``read`` a device-to-host copy after waiting for the writer's event;
