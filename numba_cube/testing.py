@@ -11,7 +11,7 @@ import threading
 
 from .backends.base import HostBackend as _HostBackend
 
-__all__ = ["launched", "clear_launched"]
+__all__ = ["launched", "clear_launched", "take_turns"]
 
 _local = threading.local()
 _LOG_LENGTH = 1024  # bounded: a long-running program must not grow a log nobody reads
@@ -38,6 +38,51 @@ def launched() -> list[str]:
 
 def clear_launched() -> None:
     _log().clear()
+
+
+def take_turns(steps, issue, threads: int = 4, timeout: float = 120.0) -> None:
+    """Issue a multi-threaded program in one global order: ``steps[k][0]`` names the thread (0 to
+    ``threads - 1``) that calls ``issue(k, steps[k])``, and step k starts only after step k-1 has
+    returned. The threads are real and each keeps its own stream (and ``with cube.stream()``
+    scopes), so what they issue runs concurrently; only the *issue order* is fixed, which gives
+    the program one sequential meaning to compare with (the property tests of the scheduler).
+
+    Raises the first exception a step raised (the other threads stop at their next turn), and
+    ``AssertionError`` if a thread did not finish within ``timeout`` seconds (a deadlock)."""
+    turn = [0]
+    cond = threading.Condition()
+    errors: list = []
+
+    def thread_main(tid):
+        try:
+            for k, step in enumerate(steps):
+                if step[0] != tid:
+                    continue
+                with cond:
+                    cond.wait_for(lambda: turn[0] >= k)
+                    if turn[0] > k:
+                        return              # another thread failed: the program is over
+                try:
+                    issue(k, step)
+                finally:
+                    with cond:
+                        turn[0] += 1
+                        cond.notify_all()
+        except BaseException as exc:  # noqa: BLE001 - re-raised on the caller's thread
+            errors.append(exc)
+            with cond:
+                turn[0] = len(steps) + 1
+                cond.notify_all()
+
+    workers = [threading.Thread(target=thread_main, args=(t,), name=f"take_turns-{t}")
+               for t in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(timeout)
+    assert not any(w.is_alive() for w in workers), "deadlock: a thread did not finish its turns"
+    if errors:
+        raise errors[0]
 
 
 class PythonBackend(_HostBackend):

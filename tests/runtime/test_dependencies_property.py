@@ -13,7 +13,6 @@ Examples: ``NUMBA_CUBE_PROPERTY_EXAMPLES`` (CI default 200; try 2000 locally).
 from __future__ import annotations
 
 import os
-import threading
 
 import numpy as np
 import pytest
@@ -22,6 +21,7 @@ from hypothesis import strategies as st
 from numba import cuda
 
 import numba_cube as cube
+from numba_cube.testing import take_turns
 
 EXAMPLES = int(os.environ.get("NUMBA_CUBE_PROPERTY_EXAMPLES", "200"))
 N = 48          # elements per buffer
@@ -101,10 +101,7 @@ program_st = st.lists(st.tuples(st.integers(0, 3), st.integers(0, 2), op_st), mi
 def run_program(client, program, init):
     handles = [client.create(a) for a in init]
     ref = [a.copy() for a in init]
-    turn = [0]
-    cond = threading.Condition()
     mismatches = []
-    errors = []
     pinned = client.set_stream(cube.StreamId.new())
 
     def view(spec, arrays):
@@ -131,37 +128,16 @@ def run_program(client, program, init):
             if not np.allclose(got, ref[b]):
                 mismatches.append((k, b, got, ref[b].copy()))
 
-    def thread_main(tid):
-        try:
-            for k, (owner, ctx, op) in enumerate(program):
-                if owner != tid:
-                    continue
-                with cond:
-                    cond.wait_for(lambda: turn[0] == k)
-                try:
-                    if ctx == 1:
-                        with cube.stream():
-                            issue(k, ctx, op)
-                    else:
-                        issue(k, ctx, op)
-                finally:
-                    with cond:
-                        turn[0] += 1
-                        cond.notify_all()
-        except BaseException as exc:  # surfaced below
-            errors.append(exc)
-            with cond:
-                turn[0] = len(program) + 1
-                cond.notify_all()
+    def step(k, item):
+        _, ctx, op = item
+        if ctx == 1:
+            with cube.stream():
+                issue(k, ctx, op)
+        else:
+            issue(k, ctx, op)
 
-    # Ops of absent threads are skipped by moving the turn on; every owner index 0..3 gets a thread.
-    threads = [threading.Thread(target=thread_main, args=(t,)) for t in range(4)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join(timeout=120)
-    assert not any(th.is_alive() for th in threads), "deadlock: a thread did not finish"
-    assert not errors, errors
+    # Every owner index 0..3 gets a thread; steps of one thread wait for their turn.
+    take_turns(program, step, threads=4)
     assert not mismatches, mismatches[0]
     final = client.read_many(handles)
     for b in range(NBUF):

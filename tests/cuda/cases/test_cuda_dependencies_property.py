@@ -19,7 +19,6 @@ Examples: ``NUMBA_CUBE_CUDA_PROPERTY_EXAMPLES`` (default 150).
 from __future__ import annotations
 
 import os
-import threading
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
@@ -27,6 +26,7 @@ from hypothesis import strategies as st
 from numba import cuda
 
 import numba_cube as cube
+from numba_cube.testing import take_turns
 
 EXAMPLES = int(os.environ.get("NUMBA_CUBE_CUDA_PROPERTY_EXAMPLES", "150"))
 N = 32          # elements per buffer: one cube of 32 units
@@ -110,9 +110,7 @@ class Buffers:
 def run_program(client, program, init):
     bufs = Buffers(client, init)
     ref = [a.copy() for a in init]
-    turn = [0]
-    cond = threading.Condition()
-    mismatches, errors = [], []
+    mismatches = []
     pinned = client.set_stream(cube.StreamId.new())
 
     def ref_view(spec):
@@ -142,37 +140,16 @@ def run_program(client, program, init):
             if not np.allclose(got, ref[b]):
                 mismatches.append((k, b, got, ref[b].copy()))
 
-    def thread_main(tid):
-        try:
-            for k, (owner, ctx, op, repeat) in enumerate(program):
-                if owner != tid:
-                    continue
-                with cond:
-                    cond.wait_for(lambda: turn[0] == k)
-                try:
-                    for _ in range(repeat if op[0] == "launch" else 1):
-                        if ctx == 1:
-                            with cube.stream():
-                                issue(k, ctx, op)
-                        else:
-                            issue(k, ctx, op)
-                finally:
-                    with cond:
-                        turn[0] += 1
-                        cond.notify_all()
-        except BaseException as exc:  # surfaced below
-            errors.append(exc)
-            with cond:
-                turn[0] = len(program) + 1
-                cond.notify_all()
+    def step(k, item):
+        _, ctx, op, repeat = item
+        for _ in range(repeat if op[0] == "launch" else 1):
+            if ctx == 1:
+                with cube.stream():
+                    issue(k, ctx, op)
+            else:
+                issue(k, ctx, op)
 
-    threads = [threading.Thread(target=thread_main, args=(t,)) for t in range(4)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join(timeout=120)
-    assert not any(th.is_alive() for th in threads), "deadlock: a thread did not finish"
-    assert not errors, errors
+    take_turns(program, step, threads=4)
     assert not mismatches, mismatches[0]
     final = client.read_many(bufs.handles)
     for b in range(NBUF):
