@@ -20,8 +20,8 @@ Sections (each prints its table; a section that fails prints why and the others 
 Run on a GPU machine: ``PYTHONPATH=. python3 benchmarks/bench_cuda.py`` (``--only=launch_host_time,
 bandwidth`` runs some sections). A JSON copy of every
 number goes to ``$OUT/bench_cuda.json`` when ``OUT`` is set. Times are medians of repeats after a
-warm-up; host times are launch-loop wall time / launches, with the device synchronized outside
-the timed loop.
+warm-up (in section 1 the cases take turns round by round); host times are launch-loop wall time
+/ launches, with the device synchronized outside the timed loop.
 """
 
 from __future__ import annotations
@@ -62,6 +62,27 @@ def host_time(fn, n: int, sync, repeats: int = 5, warm: int = 300) -> float:
         samples.append((time.perf_counter() - t0) / n)
         sync()
     return statistics.median(samples)
+
+
+def interleaved_host_time(cases: dict, n: int, rounds: int = 7, warm: int = 300) -> dict:
+    """Median seconds per call of each case ``name -> (fn, sync)``, the cases taking turns round
+    by round: a host whose speed drifts during the run (clock, other tenants) then biases none of
+    them, and the ratios printed are between numbers measured side by side."""
+    if SMOKE:
+        n, rounds, warm = min(n, 20), 2, 2
+    for fn, sync in cases.values():
+        for _ in range(warm):
+            fn()
+        sync()
+    samples: dict = {name: [] for name in cases}
+    for _ in range(rounds):
+        for name, (fn, sync) in cases.items():
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            samples[name].append((time.perf_counter() - t0) / n)
+            sync()
+    return {name: statistics.median(v) for name, v in samples.items()}
 
 
 def wall_time(fn, sync, repeats: int = 5, warm: int = 2) -> float:
@@ -150,21 +171,21 @@ def launch_host_time():
     server = client.server
     n = 1024
     ha, hb, hc = client.create(np.ones(n, np.float32)), client.create(np.ones(n, np.float32)), client.empty(n, np.float32)
-    ours = host_time(lambda: client.launch(K4, 1, 32, ha, hb, hc, n), N_LAUNCH, sync_all(client))
+    sync = sync_all(client)
+    cases = {"ours": (lambda: client.launch(K4, 1, 32, ha, hb, hc, n), sync)}
 
-    if SMOKE:
-        numba_t = core_t = ours
-    else:
+    if not SMOKE:
         nk = cuda.jit(k4_py)
         da, db, dc = (cuda.to_device(np.ones(n, np.float32)), cuda.to_device(np.ones(n, np.float32)),
                       cuda.device_array(n, np.float32))
-        numba_t = host_time(lambda: nk[1, 32](da, db, dc, n), N_LAUNCH, cuda.synchronize)
+        cases["numba"] = (lambda: nk[1, 32](da, db, dc, n), cuda.synchronize)
 
         # The same kernel through cuda.core.launch, with numba-cuda's flattened parameters.
         try:
             from cuda.core import Device, LaunchConfig, launch
         except ImportError:
             from cuda.core.experimental import Device, LaunchConfig, launch
+        nk[1, 32](da, db, dc, n)
         kernel = nk.overloads[next(iter(nk.overloads))]
         ck = kernel._codelibrary.get_cufunc().kernel
         dev = Device(server.index)
@@ -178,10 +199,11 @@ def launch_host_time():
                     np.int64(arr.size), np.int64(4))
 
         args = flat(da) + flat(db) + flat(dc) + (np.int64(n),)
-        core_t = host_time(lambda: launch(st, cfg, ck, *args), N_LAUNCH, st.sync)
+        cases["core"] = (lambda: launch(st, cfg, ck, *args), st.sync)
         server.activate()
 
-    # Raw cuLaunchKernel with numba_cube's pre-packed plan (the floor of our launch path).
+    # Raw cuLaunchKernel with numba_cube's pre-packed plan (the floor of our launch path), and
+    # the event record the general path adds per launch.
     from numba_cube.runtime.server import LaunchRequest
     from numba_cube.runtime.modes import LaunchMode
 
@@ -193,20 +215,20 @@ def launch_host_time():
     lp = plan.launch
     handle = server.streams.handle_of(client.stream_id)
     func, addr = lp.kernel.function, lp.block.address
-    raw_t = host_time(lambda: drv.cuLaunchKernel(func, 1, 1, 1, 32, 1, 1, 0, handle, addr, 0), N_LAUNCH,
-                      sync_all(client))
+    cases["raw"] = (lambda: drv.cuLaunchKernel(func, 1, 1, 1, 32, 1, 1, 0, handle, addr, 0), sync)
     ev = server.streams.events.get()
-    rec_t = host_time(lambda: drv.cuEventRecord(ev, handle), N_LAUNCH, sync_all(client))
-    server.streams.events.put(ev)
+    cases["record"] = (lambda: drv.cuEventRecord(ev, handle), sync)
+    # Where numba_cube's time goes: the same launch on the general path (a client with the warm
+    # path off, on the same stream), and the general server operation alone.
+    general_client = client.set_stream(client.stream_id)
+    general_client._fast = None
+    cases["general"] = (lambda: general_client.launch(K4, 1, 32, ha, hb, hc, n), sync)
+    cases["server_op"] = (lambda: server.channel.call(server.op_launch, req), sync)
 
-    # Where numba_cube's time goes: the same launch on the general path (the warm path switched
-    # off for this server), and the server's general operation alone.
-    fast, client._fast = client._fast, None
-    try:
-        general = host_time(lambda: client.launch(K4, 1, 32, ha, hb, hc, n), N_LAUNCH, sync_all(client))
-    finally:
-        client._fast = fast
-    server_only = host_time(lambda: server.channel.call(server.op_launch, req), N_LAUNCH, sync_all(client))
+    t_ = interleaved_host_time(cases, N_LAUNCH)
+    ours, raw_t, rec_t, general, server_only = (t_[k] for k in ("ours", "raw", "record", "general", "server_op"))
+    numba_t, core_t = t_.get("numba", ours), t_.get("core", ours)
+    server.streams.events.put(ev)
 
     t = Table("1. launch host time, 3 arrays + int, 1 cube of 32 units (us per launch)")
     t.row("numba_cube client.launch vs numba-cuda k[1,32]", ours, numba_t, "numba-cuda")

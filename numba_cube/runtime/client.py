@@ -32,6 +32,7 @@ from .handle import Allocation, Binding, Handle
 from .modes import launch_mode
 from .server import LaunchRequest
 from .streams import StreamId
+from .streams import _local as _thread_streams
 from .watchers import WATCHING
 
 __all__ = ["Client"]
@@ -185,7 +186,12 @@ class Client:
             # nobody holds the device: a repeat of an armed launch (backends/cuda/fast_path.py)
             # passes the gates by construction (a count that was not zero, handles of this
             # device matched by identity, mode EXECUTE), so what is left is the launched log.
-            stream = self.pinned if self.pinned is not None else StreamId.current()
+            stream = self.pinned
+            if stream is None:
+                try:
+                    stream = _thread_streams.current     # StreamId.current(), inlined
+                except AttributeError:
+                    stream = StreamId.current()
             kernel_id = fast(kernel, count, dim, args, stream, self._options_key)
             if kernel_id is not None:
                 testing.note_launch(kernel_id)              # gate 3

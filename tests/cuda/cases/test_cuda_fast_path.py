@@ -293,3 +293,34 @@ def test_warm_launches_record_events_only_when_someone_waits(client, fake_api):
     assert fake_api.calls["cuEventRecord"] == records
     np.testing.assert_array_equal(client.read(x), np.full(N, 12.0))
     assert fake_api.calls["cuEventRecord"] == records + 1     # one marker, for the read
+
+
+@only("gpu", why="needs two real CUDA contexts")
+def test_a_warm_launch_after_another_context_was_made_current(client, second_client):
+    """The warm path does not check the current context before launching: a launch issued while
+    another device's context is current (a library switched it on this thread) is refused by
+    the driver, then made in our context. It runs once, on our device, and both devices keep
+    working."""
+    x = client.create(np.zeros(N))
+    arm(client, add_scalar, x, 1.0)
+    before = warm_count(client)
+    second_client.server.activate()           # cuda:1's context current on this thread
+    client.launch(add_scalar, 1, TPB, x, 1.0)
+    assert warm_count(client) == before + 1
+    np.testing.assert_array_equal(client.read(x), np.full(N, 3.0))
+    y = second_client.create(np.zeros(N))
+    second_client.launch(add_scalar, 1, TPB, y, 5.0)
+    np.testing.assert_array_equal(second_client.read(y), np.full(N, 5.0))
+
+
+@only("gpu", why="needs a thread without a CUDA context")
+def test_a_warm_launch_from_a_thread_without_a_context(client):
+    """A pinned client shares its stream, so its armed launches fire from any thread, also from
+    one that never made a context current: the refused first try is made again in ours."""
+    x = client.create(np.zeros(N))
+    pinned = client.set_stream(cube.StreamId.new())
+    arm(pinned, add_scalar, x, 1.0)
+    t = threading.Thread(target=lambda: pinned.launch(add_scalar, 1, TPB, x, 1.0))
+    t.start()
+    t.join()
+    np.testing.assert_array_equal(client.read(x), np.full(N, 3.0))
