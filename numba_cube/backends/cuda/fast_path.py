@@ -77,9 +77,9 @@ def matcher(shape: tuple):
     generated once per shape, as ``collections.namedtuple`` generates its classes.
 
     Why generated: the general loop over ``zip(args, expect)`` with a type test per argument
-    cost 0.4 us per launch on an H200 host, a tenth of the whole budget; the unrolled form
-    (``a0, a1, a2, a3 = args`` then ``a0._binding is e0 and ... and type(a3) is e3``) costs a
-    third of that. The caller catches the ``AttributeError`` of a scalar where a handle was (it
+    was a visible share of the warm launch when profiled on an H200 host; the unrolled form
+    (``a0, a1, a2, a3 = args`` then ``a0._binding is e0 and ... and type(a3) is e3``) is a few
+    C-level operations. The caller catches the ``AttributeError`` of a scalar where a handle was (it
     has no ``_binding``) and the ``ValueError`` of another number of arguments: both mean "no
     match"."""
     fn = _MATCHERS.get(shape)
@@ -105,8 +105,8 @@ class HotLaunch:
     """One armed launch (see the module docstring)."""
 
     __slots__ = ("count", "dim", "grid", "block", "match", "matcher", "stream", "options", "cs",
-                 "plan", "launch_args", "read_states", "write_states", "read_mems", "write_mems",
-                 "regions", "writes", "memory_ids", "kernel_id")
+                 "source", "plan", "launch_args", "read_states", "write_states", "regions",
+                 "kernel_id")
 
     def __init__(self, count, dim, grid, block, match, stream, options, cs, plan, read_states,
                  write_states, kernel_id):
@@ -119,17 +119,14 @@ class HotLaunch:
         self.stream = stream
         self.options = options
         self.cs = cs                    # the CUDA stream of ``stream`` when armed
+        self.source = plan              # the server's plan: read/write sets, memory ids
         self.plan = plan.launch         # the LaunchPlan: packed parameters, loaded function
         # cuLaunchKernel's arguments, all fixed for the entry (the stream is hot.cs, checked).
         self.launch_args = (plan.launch.kernel.function, *grid, *block, 0, cs.handle,
                             plan.launch.block.address, 0)
         self.read_states = read_states  # hazard states of the buffers only read
         self.write_states = write_states
-        self.read_mems = plan.read_mems
-        self.write_mems = plan.write_mems
-        self.regions = plan.reads + plan.writes
-        self.writes = plan.writes
-        self.memory_ids = plan.read_mems | plan.write_mems
+        self.regions = plan.reads + plan.writes   # what the ledger is asked about, per launch
         self.kernel_id = kernel_id
 
 
@@ -163,14 +160,14 @@ class FastLaunchMixin:
             channel.depth += 1
             try:
                 # Steps 2-4 of the module docstring. Every ``return None`` comes before anything
-                # was changed. (One function with the match above: a call frame is ~0.1 us.)
+                # was changed. (One function with the match above: it saves a call frame.)
                 if self._to_free:
                     self._drain_frees()
                 streams = self.streams
                 if self.captures or streams._streams.get(hot.stream) is not hot.cs:
                     return None
                 ledger = self.ledger
-                if ledger._entries and ledger.first_failure(hot.regions) is not None:
+                if ledger.first_failure(hot.regions) is not None:
                     return None
                 plan = hot.plan
                 if plan.pack is not None:
@@ -186,13 +183,13 @@ class FastLaunchMixin:
                 else:
                     # A buffer another stream still uses: the full walk finds what to wait for,
                     # and the stream waits for it on the device, as the general path does.
-                    deps = hazards.register(task, hot.read_mems, hot.write_mems)
+                    deps = hazards.register(task, hot.source.read_mems, hot.source.write_mems)
                 cs.seq += 1
                 task.seq = cs.seq
                 cs.tail = task
                 if deps:
                     streams.wait_for(cs, deps)
-                # The context is not checked first (cuCtxGetCurrent + compare: 0.25 us): the
+                # The context is not checked first (a cuCtxGetCurrent per launch): the
                 # function and stream are our context's, so with another context current (a
                 # library switched it on this thread) the driver refuses the launch, it is
                 # not run. Then we make ours current and launch again; a second refusal is the
@@ -204,7 +201,7 @@ class FastLaunchMixin:
                 if err != plan._success:
                     kid = hot.kernel_id
                     refused = plan.refused(err, hot.grid, hot.block)
-                    ledger.record(hot.writes, Failure(refused, kid, (kid,)))
+                    ledger.record(hot.source.writes, Failure(refused, kid, (kid,)))
                 # No event here: the task borrows one when somebody has to wait for it (HotTask).
                 self._hot_fired += 1
                 return hot.kernel_id
@@ -248,7 +245,8 @@ class FastLaunchMixin:
     def _forget_hot(self, memory_id) -> None:
         """A buffer was freed: drop the armed launches that bind it."""
         for key, entries in list(self._hot.items()):
-            kept = [hot for hot in entries if memory_id not in hot.memory_ids]
+            kept = [hot for hot in entries
+                    if memory_id not in hot.source.read_mems and memory_id not in hot.source.write_mems]
             if len(kept) != len(entries):
                 if kept:
                     self._hot[key] = kept

@@ -23,11 +23,11 @@ from numba_cube.errors import LaunchFailure
 from numba_cube.testing import launched
 
 from _cuda_setup import KIND, only
+from test_cuda_streams import SPIN, add_into, copy_into, slow_fill   # the same test kernels
 
 TPB = 32
 N = 32
 GPU_PATH = KIND in ("fake", "gpu")
-SPIN = 200_000 if KIND == "gpu" else 1
 
 
 @cube.kernel
@@ -35,31 +35,6 @@ def add_scalar(x, value):
     i = cuda.grid(1)
     if i < x.size:
         x[i] += value
-
-
-@cube.kernel
-def copy_into(x, out):
-    i = cuda.grid(1)
-    if i < out.size:
-        out[i] = x[i]
-
-
-@cube.kernel
-def add_into(x, out):
-    i = cuda.grid(1)
-    if i < out.size:
-        out[i] += x[i]
-
-
-@cube.kernel
-def slow_fill(out, value, spin):
-    # Burns time before writing, so a consumer that does not wait reads the old bytes.
-    i = cuda.grid(1)
-    if i < out.size:
-        acc = 0.0
-        for k in range(spin):
-            acc += k * 1e-30
-        out[i] = value + acc * 0.0
 
 
 def warm_count(client) -> int:
@@ -180,12 +155,15 @@ def test_a_chain_alternating_two_streams_is_exact(client):
     a, b = client.create(np.ones(N)), client.create(np.zeros(N))
     s1 = client.set_stream(cube.StreamId.new())
     s2 = client.set_stream(cube.StreamId.new())
+    before = warm_count(client)
     for _ in range(10):
         s1.launch(slow_fill, 1, TPB, b, 0.0, SPIN)
         s1.launch(add_into, 1, TPB, a, b)                # b = a
         s2.launch(add_scalar, 1, TPB, b, 1.0)            # b = a + 1, after s1
         s2.launch(copy_into, 1, TPB, b, a)               # a = a + 1
     np.testing.assert_array_equal(client.read(a), np.full(N, 11.0))
+    if GPU_PATH:                  # after the first round every launch repeats: all warm
+        assert warm_count(client) - before == 4 * 9
 
 
 def test_a_consumer_on_another_thread_waits_for_warm_producers(client):
