@@ -1,44 +1,59 @@
 """Streams that execute on host worker threads (the CPU backend's queues).
 
-Each logical stream has a *pending* list, filled by the server thread, and a worker thread that
-runs what has been *flushed* to it, in order. Work is flushed (handed to the worker):
+Each logical stream has a *pending* list, filled by the server thread, and work that has been
+*flushed* to a bounded pool of worker threads (``stream_pool.py``), which runs it in order. Work
+is flushed:
 
 - when the stream's pending list reaches ``max_tasks`` (runtime.md section 3);
 - when a task of another stream depends on it: the producer is flushed first, so "another
   thread's launch that binds a buffer of this stream makes this stream execute";
 - when a reader waits for it (``read``, ``sync_buffers``, ``sync``, a dynamic count).
 
-Deadlock freedom, walked through: a worker only ever blocks on the ``done`` event of a dependency.
-Every dependency was registered *before* its dependent (the server thread sees launches in one
-order), and ``enqueue`` flushes the dependency's stream before the dependent is queued, so every
-task a worker waits for is already on some worker's queue, and the waits-for graph follows
-registration order: it has no cycle.
+Workers are not per stream: at most ``NUMBA_CUBE_STREAM_WORKERS`` threads per device (default
+twice the CPUs, at least 4) serve every stream, so a program that makes thousands of short-lived
+issuing threads (each with its own stream) does not make thousands of workers. A stream is held by
+at most one worker at a time and runs its tasks in submission order; different streams run on
+different workers at the same time (kernels are ``nogil`` Numba functions). Idle workers exit
+after a while and are started again on demand.
 
-Workers release the GIL while kernels run (they are ``nogil`` Numba functions), so different
-streams' work runs at the same time. An idle worker exits after a while and is restarted on
-demand, so a program that makes many short-lived streams does not accumulate threads.
+Deadlock freedom, walked through. The only waits are (a) a *stream* waiting for a dependency and
+(b) a runnable stream waiting for a free worker. (a) never occupies a worker: a stream whose next
+task has an unfinished dependency is parked on that task, off every worker, and becomes runnable
+when it finishes. So a worker only runs tasks whose dependencies have finished, each runs to its
+end, and the worker comes back to the run queue; while the queue is not empty some worker lives
+to take it (one exits only when the queue is empty, and a flush starts one if none lives). Then
+every flushed task runs, by induction on registration order: every dependency was registered
+*before* its dependent (the server thread sees launches in one order), and ``enqueue`` flushes the
+dependency's stream before the dependent is queued, so each dependency is flushed, and is either
+earlier on the same stream or earlier on another; by induction it finishes, which unparks the
+dependent's stream (or the dependent is first on its stream, runnable), and a worker runs it. The
+waits-for relation follows registration order and has no cycle, however few the workers.
+
+When no worker can be started at all (the process is out of threads) and none lives, the work
+that could never run is abandoned with a ``DeviceFault`` instead of waiting for ever: it is
+reported through ``on_fault`` (``sync()`` raises it) and waiting for an abandoned task raises it
+(``read``, ``sync``). Work that depends on abandoned work, and later work on its stream, is
+abandoned too: it would read what was never written (``stream_pool.py``).
 """
 
 from __future__ import annotations
 
 import itertools
-import logging
-import queue
-import threading
 from _thread import allocate_lock as _allocate_lock
 from typing import Callable
 
+from .. import config
+from ..errors import DeviceFault
+from .stream_pool import StreamQueue, WorkerPool, default_max_workers
+
 __all__ = ["Task", "HostStreams"]
-
-log = logging.getLogger("numba_cube")
-
-_IDLE_EXIT_SECONDS = 2.0
 
 
 class Task:
     """One unit of stream work: a callable, the stream it runs on, what it waits for."""
 
-    __slots__ = ("run", "stream", "deps", "label", "failure_hint", "duration", "task_id", "_done", "__weakref__")
+    __slots__ = ("run", "stream", "deps", "label", "failure_hint", "duration", "task_id", "parked_streams",
+                 "_done", "_fault", "__weakref__")
     _counter = itertools.count()
 
     def __init__(self, run: Callable[[], None], stream, label: str = ""):
@@ -51,55 +66,91 @@ class Task:
         self.failure_hint = None
         self.duration: float | None = None  # seconds the dispatch ran (None: it did not run)
         self.task_id = 0
-        # A raw lock held until the task is done: cheaper to make than an Event (a launch makes
-        # one), and any number of waiters can pass it one after the other.
+        self.parked_streams: list | None = None   # streams waiting for this task (the pool's)
+        # A raw lock held until the task is finished: cheaper to make than an Event (a launch
+        # makes one), and any number of waiters can pass it one after the other.
         self._done = _allocate_lock()
         self._done.acquire()
+        self._fault: DeviceFault | None = None
 
     @property
     def done(self) -> bool:
+        """Finished and ran: an abandoned task is never done, so readers keep waiting for it
+        (and get its fault) instead of reading what it never wrote."""
+        return not self._done.locked() and self._fault is None
+
+    @property
+    def finished(self) -> bool:
+        """Ran or was abandoned: nothing more will happen to it."""
         return not self._done.locked()
 
+    @property
+    def fault(self) -> DeviceFault | None:
+        """Why the task was abandoned (no worker could run it), or None."""
+        return self._fault
+
     def wait(self, timeout: float | None = None) -> bool:
+        """Wait until the task finished: True, or False on timeout. Raises ``DeviceFault`` if it
+        was abandoned."""
         if self._done.acquire(timeout=-1 if timeout is None else timeout):
             self._done.release()
+            if self._fault is not None:
+                # A fresh exception per waiter: several threads may raise it at once.
+                err = DeviceFault(str(self._fault))
+                err.__cause__ = self._fault.__cause__
+                raise err
             return True
         return False
 
-    def set_done(self) -> None:
+    def park(self, stream) -> None:
+        """Keep ``stream`` until this task finishes (``finish`` hands it back)."""
+        if self.parked_streams is None:
+            self.parked_streams = []
+        self.parked_streams.append(stream)
+
+    def finish(self, fault: DeviceFault | None = None) -> list:
+        """Mark the task finished (ran, or abandoned with ``fault``); return the parked streams."""
+        # The deps are needed only until the task ran (a task observer reads them). Kept, they
+        # would chain every finished task to the ones it waited for, and a stream's tail (or the
+        # hazard tracker's last writer) would keep a cross-stream history alive.
+        self.deps = []
+        self._fault = fault
+        parked, self.parked_streams = self.parked_streams, None
         self._done.release()
+        return parked or []
 
     def __repr__(self) -> str:
-        return f"<Task {self.label} on {self.stream} {'done' if self.done else 'pending'}>"
-
-
-class _Stream:
-    __slots__ = ("id", "pending", "queue", "worker", "lock", "tail")
-
-    def __init__(self, sid):
-        self.id = sid
-        self.pending: list[Task] = []
-        self.queue: queue.SimpleQueue = queue.SimpleQueue()
-        self.worker: threading.Thread | None = None
-        self.lock = threading.Lock()
-        self.tail: Task | None = None  # last task queued on this stream
+        state = "abandoned" if self._fault is not None else "done" if self.done else "pending"
+        return f"<Task {self.label} on {self.stream} {state}>"
 
 
 class HostStreams:
-    """Per-stream pending lists and worker threads. ``enqueue``/``flush`` run on the server thread."""
+    """Per-stream pending lists and a bounded worker pool. ``enqueue``/``flush`` run on the server
+    thread."""
 
-    def __init__(self, name: str, max_tasks: int, on_fault: Callable[[BaseException], None]):
+    def __init__(self, name: str, max_tasks: int, on_fault: Callable[[BaseException], None],
+                 max_workers: int | None = None):
         if max_tasks < 1:
             raise ValueError("max_tasks must be at least 1")
+        if max_workers is None:
+            max_workers = config.get_int("NUMBA_CUBE_STREAM_WORKERS", default_max_workers(), 1)
         self.name = name
         self.max_tasks = max_tasks
-        self._on_fault = on_fault
+        self._pool = WorkerPool(name, max_workers, on_fault)
         self._streams: dict = {}
 
-    def _stream(self, sid) -> _Stream:
+    @property
+    def max_workers(self) -> int:
+        return self._pool.max_workers
+
+    def workers(self) -> list:
+        """The live worker threads of this device (a snapshot)."""
+        return self._pool.workers()
+
+    def _stream(self, sid) -> StreamQueue:
         st = self._streams.get(sid)
         if st is None:
-            st = self._streams[sid] = _Stream(sid)
+            st = self._streams[sid] = StreamQueue(sid)
         return st
 
     def enqueue(self, task: Task, deps: list) -> None:
@@ -114,19 +165,12 @@ class HostStreams:
             self.flush(task.stream)
 
     def flush(self, sid) -> None:
-        """Hand every pending task of stream ``sid`` to its worker."""
+        """Hand every pending task of stream ``sid`` to the worker pool."""
         st = self._streams.get(sid)
         if st is None or not st.pending:
             return
         tasks, st.pending = st.pending, []
-        with st.lock:
-            for t in tasks:
-                st.queue.put(t)
-            if st.worker is None:
-                st.worker = threading.Thread(target=self._work, args=(st,),
-                                             name=f"numba_cube-{self.name}-stream{getattr(sid, 'value', sid)}",
-                                             daemon=True)
-                st.worker.start()
+        self._pool.submit(st, tasks)
 
     def flush_tasks(self, tasks) -> None:
         for sid in {t.stream for t in tasks}:
@@ -139,37 +183,12 @@ class HostStreams:
             self.flush(sid)
             if st.tail is not None and not st.tail.done:
                 tails.append(st.tail)
-            elif st.worker is None and not st.pending:
-                # Idle and finished: forget the stream (its thread may be long gone). A later task
-                # on the same id simply makes a new entry.
+            elif not st.pending:
+                # Its last task ran, so all of its work did: forget the stream (short-lived threads
+                # each have one). A later task on the same id simply makes a new entry. A stream
+                # whose tail was abandoned is kept: it stays poisoned.
                 del self._streams[sid]
         return tails
 
     def stream_ids(self) -> list:
         return list(self._streams)
-
-    def _work(self, st: _Stream) -> None:
-        while True:
-            try:
-                task = st.queue.get(timeout=_IDLE_EXIT_SECONDS)
-            except queue.Empty:
-                with st.lock:
-                    # Exit only if nothing arrived between the timeout and taking the lock; flush
-                    # holds the same lock while it puts and checks for a worker.
-                    if st.queue.empty():
-                        st.worker = None
-                        return
-                continue
-            for dep in task.deps:
-                dep.wait()
-            try:
-                task.run()
-            except BaseException as exc:  # noqa: BLE001 - a runtime bug, not a launch failure
-                log.error("numba_cube: stream task %s failed", task.label, exc_info=exc)
-                self._on_fault(exc)
-            finally:
-                # The deps are needed only until the task ran (a task observer reads them). Kept,
-                # they would chain every finished task to the ones it waited for, and a stream's
-                # tail (or the hazard tracker's last writer) would keep a cross-stream history alive.
-                task.deps = []
-                task.set_done()

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import collections
 import gc
 import threading
 import weakref
 
+import numpy as np
 import pytest
+from numba import cuda
 
-from numba_cube.runtime import host_streams
+import numba_cube as cube
+from numba_cube.errors import DeviceFault
+from numba_cube.runtime import stream_pool
 from numba_cube.runtime.host_streams import HostStreams, Task
+
+from ._util import run_in_thread
 
 TIMEOUT = 10.0
 
@@ -39,7 +46,7 @@ def test_reaching_max_tasks_executes_the_stream_without_any_wait_call():
     hs.enqueue(t1, [])
     hs.enqueue(t2, [])
     st = hs._streams["S"]
-    assert len(st.pending) == 2 and st.worker is None   # nothing handed over yet
+    assert len(st.pending) == 2 and hs.workers() == []  # nothing handed over yet
     assert not t1.done and not t2.done
     t3 = task("S", lambda: ran.append(3))
     hs.enqueue(t3, [])                                  # the bound: flushed on the spot
@@ -101,8 +108,8 @@ def test_tasks_of_one_stream_run_in_order():
 
 
 def test_streams_run_concurrently():
-    """3: different streams run at the same time (one worker each): a task on S can finish while
-    a task on T is still blocked."""
+    """3: different streams run at the same time (on different workers of the pool): a task on S
+    can finish while a task on T is still blocked."""
     hs, _ = make(max_tasks=1)
     release = threading.Event()
     blocked = task("T", lambda: release.wait(TIMEOUT))
@@ -155,23 +162,22 @@ def test_a_task_that_raises_is_a_fault_and_the_stream_goes_on():
 def test_an_idle_worker_exits_and_is_restarted_on_demand(monkeypatch):
     """3 (host streams): an idle worker exits after a while, so short-lived streams do not
     accumulate threads, and a later flush starts a new one that runs the work."""
-    monkeypatch.setattr(host_streams, "_IDLE_EXIT_SECONDS", 0.02)
+    monkeypatch.setattr(stream_pool, "_IDLE_EXIT_SECONDS", 0.02)
     hs, _ = make()
     t1 = task("S")
     hs.enqueue(t1, [])
     hs.flush("S")
     assert t1.wait(TIMEOUT)
-    worker = hs._streams["S"].worker
-    if worker is not None:
+    first = hs.workers()
+    for worker in first:
         worker.join(TIMEOUT)
         assert not worker.is_alive()
-    assert hs._streams["S"].worker is None
+    assert hs.workers() == []
     t2 = task("S")
     hs.enqueue(t2, [])
     hs.flush("S")
     assert t2.wait(TIMEOUT)
-    new = hs._streams["S"].worker
-    assert new is None or new is not worker
+    assert not set(hs.workers()) & set(first)
 
 
 def test_finished_tasks_do_not_keep_their_history_alive():
@@ -190,3 +196,112 @@ def test_finished_tasks_do_not_keep_their_history_alive():
     del first, t
     gc.collect()
     assert ref() is None
+
+
+# -- the worker pool seen from a client ---------------------------------------------------------------
+
+
+@cube.kernel
+def scaled_plus(x, out, k):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = 2.0 * x[i] + k
+
+
+ISSUING_THREADS = 3000
+ALIVE_AT_ONCE = 8
+N = 16
+
+
+def test_three_thousand_short_lived_issuing_threads_keep_the_thread_count_bounded():
+    """3 (host streams): 3,000 short-lived issuing threads, each with its own stream, each
+    launching a tiny kernel on the CPU backend and reading its output, do not make a worker
+    thread per stream: the process's live thread count stays within the issuing threads alive at
+    once plus the pool's bound (plus the device thread and the sampler), and every output, read
+    in its thread and again afterwards, matches NumPy."""
+    client = cube.client("cpu:11")
+    bound = client.server.streams.max_workers
+    before = threading.active_count()
+    high_water = [before]
+    stop = threading.Event()
+
+    def sample():
+        while not stop.is_set():
+            high_water.append(threading.active_count())
+            stop.wait(0.0005)
+
+    outputs, in_thread, errors = {}, {}, []
+
+    def issue(k):
+        try:
+            x = client.create(np.arange(N, dtype=np.float64) + k)
+            out = client.empty(N, np.float64)
+            client.launch(scaled_plus, 1, N, x, out, float(k))
+            in_thread[k] = client.read(out)
+            outputs[k] = out
+            high_water.append(threading.active_count())
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            errors.append(exc)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    alive = collections.deque()
+    try:
+        for k in range(ISSUING_THREADS):
+            th = threading.Thread(target=issue, args=(k,))
+            th.start()
+            alive.append(th)
+            if len(alive) >= ALIVE_AT_ONCE:
+                alive.popleft().join(TIMEOUT)
+        for th in alive:
+            th.join(TIMEOUT)
+        final = {k: client.read(out) for k, out in outputs.items()}
+        client.sync()
+    finally:
+        stop.set()
+        sampler.join(TIMEOUT)
+    assert errors == []
+    assert len(final) == ISSUING_THREADS
+    for k in range(ISSUING_THREADS):
+        expected = 2.0 * (np.arange(N, dtype=np.float64) + k) + k
+        np.testing.assert_array_equal(in_thread[k], expected)
+        np.testing.assert_array_equal(final[k], expected)
+    # Issuing threads alive at once, the pool, this device's thread and the sampler.
+    assert max(high_water) <= before + ALIVE_AT_ONCE + bound + 2, (max(high_water), before, bound)
+    assert len(client.server.streams.workers()) <= bound
+
+
+@cube.kernel
+def copy_into(x, out):
+    for i in range(out.shape[0]):
+        out[i] = x[i]
+
+
+def test_when_no_worker_can_start_sync_and_read_raise_device_fault(client, monkeypatch):
+    """4.3: a stream worker that cannot be started (the process is out of threads) is a broken
+    device, never a hang: read() of the buffer it should have written and sync() raise
+    DeviceFault (on a helper thread that must finish), a buffer nobody was writing stays
+    readable, and once threads can start again, new work on another stream runs."""
+    x = client.create(np.arange(4.0))
+    out = client.empty(4, np.float64)
+    real_start = threading.Thread.start
+
+    def start(thread):
+        if thread.name.startswith(f"numba_cube-{client.device}-worker"):
+            raise RuntimeError("can't start new thread")
+        return real_start(thread)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(threading.Thread, "start", start)
+        client.launch(copy_into, 1, 1, x, out)
+        with pytest.raises(DeviceFault, match="can't start new thread"):
+            run_in_thread(client.read, out, timeout=TIMEOUT)
+        with pytest.raises(DeviceFault, match="can't start new thread"):
+            run_in_thread(client.sync, timeout=TIMEOUT)
+    np.testing.assert_array_equal(client.read(x), np.arange(4.0))
+    with cube.stream():
+        fresh = client.empty(4, np.float64)
+        client.launch(copy_into, 1, 1, x, fresh)
+        np.testing.assert_array_equal(run_in_thread(client.read, fresh, timeout=TIMEOUT), np.arange(4.0))
+    with pytest.raises(DeviceFault):
+        run_in_thread(client.sync, timeout=TIMEOUT)       # the device stays marked broken
