@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from numba_cube.backends.cuda import probe
+from numba_cube.backends.cuda import launch_plan, probe
 
 pytest.importorskip("cuda.bindings")
 
@@ -63,6 +63,8 @@ def _calls(drv):
         "occupancy": lambda: drv.occupancy(api.CUfunction(12), 256, 0),
         "launch": lambda: drv.check("cuLaunchKernel", api.cuLaunchKernel(
             api.CUfunction(12), 1, 1, 1, 32, 1, 1, 0, stream, 123456, 0)),
+        "launch_cooperative": lambda: drv.check("cuLaunchCooperativeKernel", launch_plan.cooperative_launcher(api)(
+            api.CUfunction(12), 1, 1, 1, 32, 1, 1, 0, stream, 123456, 0)),
         "ctx_get_current_raw": lambda: api.cuCtxGetCurrent(),
     }
 
@@ -74,7 +76,7 @@ NAMES = ["init", "device_count", "device", "device_name", "device_attribute", "p
          "stream_wait_event_foreign", "event_create", "event_create_timing", "event_record",
          "event_query", "event_synchronize", "event_elapsed_ms", "begin_capture", "end_capture",
          "graph_instantiate", "graph_launch", "kernel_function", "kernel_function_int", "occupancy",
-         "launch", "ctx_get_current_raw"]
+         "launch", "launch_cooperative", "ctx_get_current_raw"]
 
 
 def test_every_call_is_listed():

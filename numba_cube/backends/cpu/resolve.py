@@ -56,7 +56,7 @@ def numpy_scalar_name(obj) -> str | None:
             dt = np.dtype(obj)
         elif isinstance(obj, str):
             dt = np.dtype(obj)
-        elif obj in (float, int, bool, complex):
+        elif isinstance(obj, type) and obj in (float, int, bool, complex):
             dt = np.dtype(obj)
         else:
             return None
@@ -188,14 +188,16 @@ def freeze(env: ModuleEnv, name: str, obj, avoid: set[str]) -> ast.expr:
         return literal(obj)
     if isinstance(obj, tuple):
         return ast.Tuple([freeze(env, name, v, avoid) for v in obj], ast.Load())
+    if isinstance(obj, np.ndarray):
+        # Before anything that compares ``obj`` with ``==`` or ``in``: an array answers those with
+        # an array, whose truth value raises.
+        return ast.Name(env.bind_array(name, obj, avoid), ast.Load())
     builtin_name = getattr(obj, "__name__", None)
     if isinstance(builtin_name, str) and getattr(builtins, builtin_name, None) is obj:
         return ast.Name(builtin_name, ast.Load())      # e.g. ``imin = min`` at module level
     scalar = numpy_scalar_name(obj)
     if scalar is not None:
         return dtype_expr(scalar)
-    if isinstance(obj, np.ndarray):
-        return ast.Name(env.bind_array(name, obj, avoid), ast.Load())
     if isinstance(obj, pytypes.ModuleType):
         return ast.Name(env.bind_module(name, obj, avoid), ast.Load())
     if isinstance(obj, pytypes.FunctionType) and (getattr(obj, "__module__", None) or "").split(

@@ -138,10 +138,11 @@ class ParamBlock:
 class CompiledKernel:
     """One kernel compiled and loaded for one argument signature on one device."""
 
-    __slots__ = ("name", "function", "layout", "max_threads", "shared_bytes", "occupancy", "source")
+    __slots__ = ("name", "function", "layout", "max_threads", "shared_bytes", "occupancy", "source",
+                 "cooperative")
 
     def __init__(self, name, function, layout: ArgLayout, max_threads: int, shared_bytes: int = 0,
-                 occupancy=None, source=None):
+                 occupancy=None, source=None, cooperative: bool | None = None):
         self.name = name
         self.function = function          # CUfunction in the server's context
         self.layout = layout
@@ -149,6 +150,24 @@ class CompiledKernel:
         self.shared_bytes = shared_bytes  # static shared memory per cube
         self.occupancy = occupancy        # callable(block_threads) -> resident cubes per SM
         self.source = source              # the numba-cuda kernel object (kept alive: it owns the module)
+        # A kernel that synchronizes its whole grid (``cuda.cg.this_grid().sync()``) is only
+        # correct when every cube is resident at once, which only a cooperative launch
+        # guarantees (the driver refuses a grid too large for that rather than deadlocking).
+        # numba-cuda says which kernels need it: ``use_cooperative`` of the code library.
+        if cooperative is None:
+            cooperative = bool(getattr(source, "cooperative", False))
+        self.cooperative = cooperative
+
+
+def cooperative_launcher(api):
+    """A callable with ``cuLaunchKernel``'s parameters that makes a cooperative launch
+    (``cuLaunchCooperativeKernel`` takes no ``extra``), so every caller of a plan's launch, the
+    warm path included, launches a grid-synchronizing kernel the way it must be launched."""
+    launch = api.cuLaunchCooperativeKernel
+
+    def launch_cooperative(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        return launch(f, gx, gy, gz, bx, by, bz, shared, stream, params)
+    return launch_cooperative
 
 
 class LaunchPlan:
@@ -163,7 +182,7 @@ class LaunchPlan:
         self.kernel = kernel
         self.block = ParamBlock(kernel.layout)
         self._driver = driver
-        self._launch = driver.api.cuLaunchKernel
+        self._launch = cooperative_launcher(driver.api) if kernel.cooperative else driver.api.cuLaunchKernel
         self._success = driver.SUCCESS
         self._address = self.block.address
         self._buf = self.block.buf
@@ -226,4 +245,8 @@ class LaunchPlan:
             notes.append(f"this kernel allows at most {k.max_threads} units per cube")
         if k.shared_bytes:
             notes.append(f"it uses {k.shared_bytes} bytes of static shared memory per cube")
-        return self._driver.error("cuLaunchKernel", err, "; ".join(notes))
+        if k.cooperative:
+            notes.append("it synchronizes its whole grid (cuda.cg.this_grid().sync()), so it is "
+                         "launched cooperatively: every cube must be resident at once")
+        call = "cuLaunchCooperativeKernel" if k.cooperative else "cuLaunchKernel"
+        return self._driver.error(call, err, "; ".join(notes))

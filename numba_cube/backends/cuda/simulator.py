@@ -100,6 +100,27 @@ def _isolated(fn, memo: dict):
     return copy
 
 
+def uses_grid_sync(fn, seen=None) -> bool:
+    """Does ``fn`` (or a device function it reaches through its globals) ask for the grid group?
+    Read from the names its code objects use: ``this_grid`` is how numba.cuda spells it."""
+    seen = set() if seen is None else seen
+    if id(fn) in seen:
+        return False
+    seen.add(id(fn))
+    stack = [fn.__code__]
+    while stack:
+        code = stack.pop()
+        if "this_grid" in code.co_names:
+            return True
+        stack.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+        for name in code.co_names:
+            value = fn.__globals__.get(name)
+            py = getattr(value, "py_func", None)
+            if isinstance(py, types.FunctionType) and uses_grid_sync(py, seen):
+                return True
+    return False
+
+
 class SimulatorBackend(HostBackend):
     """Kernels on numba-cuda's CUDA simulator; memory as NumPy bytes."""
 
@@ -119,9 +140,19 @@ class SimulatorBackend(HostBackend):
 
         fake = FakeCUDAKernel(_isolated(kernel.py_func, {}), device=False, fastmath=False)
         name = kernel.name
+        grid_sync = uses_grid_sync(kernel.py_func)
 
         def run(count, dim, args):
             check_launch_limits(count, dim, name)
+            if grid_sync and count[0] * count[1] * count[2] > 1:
+                # The simulator's grid group syncs one block only (it runs cubes one after the
+                # other), so a grid of several cubes would compute wrong values without an
+                # error. Refuse it the way a driver refuses a cooperative grid it cannot host.
+                raise CudaError("cuLaunchCooperativeKernel (simulated)", None,
+                                "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE",
+                                "too many blocks in cooperative launch",
+                                f"{name} synchronizes its grid (cuda.cg.this_grid().sync()); the "
+                                f"simulator runs such a kernel on one cube only")
             wrapped = [FakeCUDAArray(a) if isinstance(a, np.ndarray) and a.ndim > 0 else a for a in args]
             with _SIMULATOR_LOCK:
                 fake[tuple(count), tuple(dim)](*wrapped)

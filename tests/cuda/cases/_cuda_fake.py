@@ -35,7 +35,7 @@ from cuda.bindings import driver as _real
 
 from numba_cube.backends.cuda.launch_plan import ArgLayout, CompiledKernel, scalar_format
 from numba_cube.backends.cuda.compiler import arg_kinds
-from numba_cube.backends.cuda.simulator import _SIMULATOR_LOCK, _isolated
+from numba_cube.backends.cuda.simulator import _SIMULATOR_LOCK, _isolated, uses_grid_sync
 
 R = _real.CUresult
 OK = R.CUDA_SUCCESS
@@ -107,6 +107,7 @@ class FakeApi:
         self.execs: dict[int, list] = {}
         self.calls = collections.Counter()
         self.launches = 0
+        self.cooperative_launches = 0
         self.device_of_ctx = {1000 + d: d for d in range(devices)}
 
     # -- helpers -----------------------------------------------------------------------------------
@@ -399,6 +400,10 @@ class FakeApi:
             self.launches += 1
             return (OK,)
 
+    def cuLaunchCooperativeKernel(self, f, gx, gy, gz, bx, by, bz, shmem, stream, params):
+        self.cooperative_launches += 1
+        return self.cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, stream, params, 0)
+
     def cuKernelGetFunction(self, kernel):
         return (OK, _real.CUfunction(int(kernel)))
 
@@ -461,7 +466,10 @@ class FakeCompiler:
         def occupancy(threads):
             return api.cuOccupancyMaxActiveBlocksPerMultiprocessor(fid, threads, 0)[1]
 
-        return CompiledKernel(name, _real.CUfunction(fid), ArgLayout(arg_kinds(args)), 1024, 0, occupancy, func)
+        # Which kernels need a cooperative launch is numba-cuda's answer on a GPU; here the same
+        # question is asked of the Python code (does it use the grid group?).
+        return CompiledKernel(name, _real.CUfunction(fid), ArgLayout(arg_kinds(args)), 1024, 0, occupancy,
+                              func, cooperative=uses_grid_sync(py_func))
 
 
 class ForeignArray:
