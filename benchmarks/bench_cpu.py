@@ -5,13 +5,17 @@
 2. Shared-memory tiled matmul (two barriers in a loop) vs a naive ``prange`` matmul.
 3. Launch overhead of a tiny kernel (one cube of 32 units, asynchronous launches then one sync)
    vs a bare call of an ``njit`` function doing the same work.
+4. What bounds checking costs: axpy and the tiled matmul on a ``boundscheck=True`` client vs a
+   ``boundscheck=False`` one (the data behind ``NUMBA_CUBE_BOUNDSCHECK``'s default).
 
 Kernel times are measured as launch + wait (``client.sync_buffers``) so they include the runtime's
-whole path. Run: ``python benchmarks/bench_cpu.py [--quick]``
+whole path. Run: ``python benchmarks/bench_cpu.py [--quick] [--boundscheck]`` (``--boundscheck``:
+section 4 only).
 """
 
 from __future__ import annotations
 
+import statistics
 import sys
 
 import numpy as np
@@ -127,6 +131,53 @@ def main(quick: bool = False):
     t_call = median_time(calls, repeats=3) / reps
     t.row("tiny kernel: launch (async) + share of a sync", t_launch, t_call, "bare njit call")
 
+    boundscheck_rows(quick)
+
+
+def boundscheck_rows(quick: bool = False):
+    """Checked vs unchecked clients, same kernels and data. The two are measured in alternating
+    rounds (median of each), so that drift of a shared machine hits both alike."""
+    checked, unchecked = cube.client("cpu", boundscheck=True), cube.client("cpu", boundscheck=False)
+    rng = np.random.default_rng(1)
+    t = Table("bounds checking: boundscheck=True vs boundscheck=False")
+    n = 1 << (20 if quick else 24)
+    m = 256 if quick else 512
+    xh, yh = rng.standard_normal(n), rng.standard_normal(n)
+    ah, bh = rng.standard_normal((m, m)), rng.standard_normal((m, m))
+
+    def setup(client):
+        x, y, out = client.create(xh), client.create(yh), client.empty(n, np.float64)
+        a, b, c = client.create(ah), client.create(bh), client.empty((m, m), np.float64)
+
+        def run_axpy():
+            client.launch(axpy, n // 256, 256, 2.0, x, y, out)
+            client.sync_buffers(out)
+
+        def run_mm():
+            client.launch(matmul_tiled, (m // TILE, m // TILE), (TILE, TILE), a, b, c)
+            client.sync_buffers(c)
+
+        return run_axpy, run_mm, out, c
+
+    on_axpy, on_mm, on_out, on_c = setup(checked)
+    off_axpy, off_mm, off_out, off_c = setup(unchecked)
+    for case, on, off, repeats in ((f"axpy, 2^{n.bit_length() - 1} float64", on_axpy, off_axpy, 9),
+                                   (f"tiled matmul {m}x{m}", on_mm, off_mm, 5)):
+        on(), off()                                  # compile both outside the measurement
+        samples_on, samples_off = [], []
+        for _ in range(repeats):
+            samples_on.append(median_time(on, repeats=1, warmup=0))
+            samples_off.append(median_time(off, repeats=1, warmup=0))
+        t.row(case, statistics.median(samples_on), statistics.median(samples_off),
+              "same kernel, boundscheck=False")
+    np.testing.assert_allclose(checked.read(on_out), 2.0 * xh + yh)
+    np.testing.assert_allclose(unchecked.read(off_out), 2.0 * xh + yh)
+    np.testing.assert_allclose(checked.read(on_c), ah @ bh, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(unchecked.read(off_c), ah @ bh, rtol=1e-9, atol=1e-9)
+
 
 if __name__ == "__main__":
-    main(quick="--quick" in sys.argv)
+    if "--boundscheck" in sys.argv:                  # only section 4
+        boundscheck_rows(quick="--quick" in sys.argv)
+    else:
+        main(quick="--quick" in sys.argv)

@@ -22,11 +22,15 @@ noise), so the analysis is conservative in that direction everywhere.
 How: Numba's untyped IR (``run_frontend``: no typing, no GPU, no source text needed), an alias
 analysis that follows views of the parameters (slices, rows of a 2-D array, ``reshape``, ``.T``,
 ...) and recursion into device functions. Modules: ``io_walk`` (aliases and effects),
-``io_calls`` (calls, device functions), ``io_rules`` (what known callees do), ``io_ir`` (IR
-queries and records), ``io_typed`` (``confirm_writes``: an exact, slower check of writes).
+``io_calls`` (calls, device functions), ``io_rules`` (what known callees do), ``io_cuda``
+(numba.cuda's builtins, by identity), ``io_ir`` (IR queries and records), ``io_typed``
+(``confirm_writes``: an exact, slower check of writes).
 Flow-insensitive: "w" means "may be written somewhere", not "every element is overwritten".
-About 2-8 ms per kernel, mostly ``run_frontend``, once: results are memoised per
-(function, ndims), a repeated call costs a few microseconds.
+About 2-8 ms per kernel, mostly ``run_frontend``, once: results are memoised per (function,
+its fingerprint, ndims). The fingerprint (``identity.py``: what the function reads, device
+functions included) is in the key because the IR resolves globals when it is built: a device
+function rebound in its module must not be answered from the analysis of the old one. A
+repeated call costs one fingerprint, a fraction of a millisecond.
 
 Failures of the analysis itself never reach the caller: they are logged at debug level on the
 ``numba_cube`` logger and the function's array parameters are reported unknown.
@@ -41,6 +45,7 @@ import threading
 import types as pytypes
 from typing import Sequence
 
+from .identity import fingerprint
 from .io_ir import Summary
 from .io_walk import walk
 
@@ -51,9 +56,11 @@ IO_UNKNOWN = None
 
 _logger = logging.getLogger("numba_cube")
 _MAX_DEPTH = 16            # nesting of device-function calls followed before giving up
-_CACHE_SIZE = 1024         # (function, ndims) pairs kept; holds the functions alive
+_CACHE_SIZE = 1024         # (function, fingerprint, ndims) kept; holds the functions alive
 _CO_VARARGS, _CO_VARKEYWORDS = 0x04, 0x08
-_local = threading.local()  # per thread: the device functions being analysed (recursion guard)
+# Per thread: the device functions being analysed (recursion guard), and the fingerprints
+# computed during the current analysis (each function's once).
+_local = threading.local()
 
 
 def analyse_io(py_func, ndims: Sequence[int | None]) -> tuple[str | None, ...]:
@@ -81,11 +88,36 @@ def analyse_io(py_func, ndims: Sequence[int | None]) -> tuple[str | None, ...]:
     if any(nd is not None and nd < 0 for nd in key):
         # Negative entries are internal markers (io_ir.ANY_NDIM, io_ir.INDEX).
         raise ValueError(f"negative ndim in {key!r}")
-    return _answer(func, key)
+    outermost = getattr(_local, "digests", None) is None
+    if outermost:
+        _local.digests = {}
+    try:
+        return _answer(func, _digest(func), key)
+    finally:
+        if outermost:
+            _local.digests = None
+
+
+def _digest(func: pytypes.FunctionType) -> str:
+    """``func``'s fingerprint, once per analysis; a unique token when it cannot be computed
+    (the answer is then never reused, rather than possibly stale)."""
+    memo = getattr(_local, "digests", None)
+    if memo is not None:
+        hit = memo.get(id(func))
+        if hit is not None and hit[0] is func:
+            return hit[1]
+    try:
+        digest = fingerprint(func).digest
+    except Exception:                                  # noqa: BLE001 - never break the analysis
+        _logger.debug("no fingerprint for %r", func, exc_info=True)
+        digest = object()
+    if memo is not None:
+        memo[id(func)] = (func, digest)
+    return digest
 
 
 @functools.lru_cache(maxsize=_CACHE_SIZE)
-def _answer(func: pytypes.FunctionType, ndims: tuple) -> tuple[str | None, ...]:
+def _answer(func: pytypes.FunctionType, digest, ndims: tuple) -> tuple[str | None, ...]:
     summary = _summarise_callee(func, ndims)
     effects = summary.effects if summary is not None else _all_unknown(ndims).effects
     # Scalar parameters are "" by contract (internally they may carry record writes).
@@ -108,13 +140,13 @@ def _summarise_callee(func: pytypes.FunctionType, ndims: tuple) -> Summary | Non
         return None
     stack.append(func)
     try:
-        return _summarise(func, ndims)
+        return _summarise(func, _digest(func), ndims)
     finally:
         stack.pop()
 
 
 @functools.lru_cache(maxsize=_CACHE_SIZE)
-def _summarise(func: pytypes.FunctionType, ndims: tuple) -> Summary:
+def _summarise(func: pytypes.FunctionType, digest, ndims: tuple) -> Summary:
     # Cached without the recursion stack in the key: a summary computed while a cycle was cut
     # short reports the cycle's arrays as unknown, which stays a correct answer elsewhere.
     try:

@@ -12,7 +12,7 @@ from typing import Callable
 
 from numba.core import ir
 
-from .io_rules import is_cuda_object
+from .io_cuda import is_cuda_namespace, is_cuda_object
 
 __all__ = ["ANY_NDIM", "INDEX", "Ref", "Summary", "Summarise", "CudaPath", "UNRESOLVED", "Defs"]
 
@@ -103,10 +103,9 @@ class Defs:
         try:
             return getattr(base, d.attr)
         except Exception:
-            name = getattr(base, "__name__", "") if isinstance(base, pytypes.ModuleType) else ""
-            if name == "numba.cuda" or name.startswith("numba.cuda."):
-                return CudaPath(d.attr)
-            return UNRESOLVED
+            # The real numba.cuda (by identity, not a module that is only named like it): the
+            # simulator installs some of its attributes only while a kernel runs.
+            return CudaPath(d.attr) if is_cuda_namespace(base) else UNRESOLVED
 
     # -- index shapes: how many integer and slice indices an index variable holds -----------
 

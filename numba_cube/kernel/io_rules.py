@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .io_cuda import is_cuda_object
+
 __all__ = ["Rule", "ATOMIC", "PURE", "METHOD_RULES", "rule_for_object", "rule_for_cuda_path",
            "is_cuda_object", "META_ATTRS", "VIEW_ATTRS"]
 
@@ -140,18 +142,6 @@ def _build_table() -> dict[int, tuple[object, Rule]]:
 _TABLE = _build_table()
 
 
-def is_cuda_object(obj: object) -> bool:
-    """Whether ``obj`` belongs to numba.cuda itself (a stub, intrinsic or library function).
-
-    Checked before "is it a device function": some numba.cuda builtins (``shfl_sync``) are
-    themselves ``cuda.jit`` dispatchers, and they touch no user array beyond their arguments.
-    """
-    module = getattr(obj, "__module__", None)
-    if not isinstance(module, str):
-        return False
-    return module == "numba.cuda" or module.startswith(("numba.cuda.", "numba_cuda"))
-
-
 def rule_for_cuda_path(path: str) -> Rule:
     """Rule of a numba.cuda builtin named by its dotted path (``"atomic.add"``, ``"grid"``).
 
@@ -172,6 +162,8 @@ def rule_for_object(obj: object) -> Rule | None:
     hit = _TABLE.get(id(obj))
     if hit is not None and hit[0] is obj:
         return hit[1]
+    # Checked before "is it a device function" by the caller too: some numba.cuda builtins
+    # (``shfl_sync``) are themselves dispatchers, and touch no array beyond their arguments.
     if is_cuda_object(obj):
         return rule_for_cuda_path(getattr(obj, "__qualname__", "") or "")
     module = getattr(obj, "__module__", None)

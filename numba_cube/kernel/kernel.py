@@ -1,9 +1,25 @@
-"""``@cube.kernel``: a numba.cuda-style kernel, an id, and its read and write sets.
+"""``@cube.kernel``: a numba.cuda-style kernel, its id, options, and read and write sets.
 
 ``cube.kernel`` takes a plain function written in numba.cuda's dialect, or an existing
-``cuda.jit`` dispatcher (numba_cube then uses its Python function), and returns a ``Kernel``.
-The kernel id is stable across processes: the function's name plus a hash of its source text and
-the options that change what it computes.
+``cuda.jit`` dispatcher (numba_cube then uses its Python function and its options), and returns a
+``Kernel``. Options are ``cuda.jit``'s (``cube.kernel(f, fastmath=True)``, see ``options.py``).
+Generator and ``async`` functions are refused with a ``CompileError`` at ``cube.kernel``: calling
+one only makes a generator, so as a kernel it would silently do nothing.
+
+The kernel id names the compiled code, and every cache is keyed by it: the name plus a digest
+(``identity.py``) of the source and code object, the closure cells, the globals the code reads
+(arrays by content, device functions by their own digest, transitively) and the options; a
+client's options (``boundscheck``, ``fastmath``) are not in it, every cache key holds them next
+to it. It is
+computed the first time it is asked for, which is the first launch or dry run in practice: the
+point where numba.cuda compiles a kernel and freezes the globals it reads (and where a device
+function defined *after* the kernel in its module already exists). From then on the kernel is
+frozen: a later compile (a new signature) that finds a value the id covers changed (a global
+rebound, a global array written, a device function replaced) raises ``CompileError`` instead of
+compiling new code under the old id; ``cube.kernel(f)`` again makes a kernel with the new values.
+A value with no faithful encoding (an arbitrary object) salts the id with a random token of this
+``Kernel``: it then never shares a cache entry with another kernel, at the price of a different
+id in each process.
 
 Read and write sets (runtime.md section 4.2) use a three-level fallback per array parameter:
 what the IO analysis on Numba IR says, else what the caller declared (``reads=``/``writes=``),
@@ -18,11 +34,21 @@ from __future__ import annotations
 import functools
 import hashlib
 import inspect
+import logging
+import secrets
+import threading
+import types
 from typing import Callable, Iterable
 
-from ..errors import LaunchArgumentError
+from ..errors import CompileError, LaunchArgumentError
+from .identity import Fingerprint, changed_parts, fingerprint
+from .options import kernel_options
 
 __all__ = ["Kernel", "kernel", "resolve_access"]
+
+_logger = logging.getLogger("numba_cube")
+_NOT_A_KERNEL = {inspect.CO_GENERATOR: "generator", inspect.CO_ASYNC_GENERATOR: "async generator",
+                 inspect.CO_COROUTINE: "coroutine", inspect.CO_ITERABLE_COROUTINE: "coroutine"}
 
 
 def _python_function(obj) -> Callable:
@@ -35,26 +61,32 @@ def _python_function(obj) -> Callable:
     raise TypeError(f"cube.kernel needs a Python function or a numba.cuda dispatcher, got {type(obj).__name__}")
 
 
-def _source_hash(py_func) -> str:
-    h = hashlib.sha256()
-    try:
-        h.update(inspect.getsource(py_func).encode())
-    except (OSError, TypeError):
-        # No source (e.g. made by exec): the bytecode and constants still identify the function
-        # within one interpreter version.
-        code = py_func.__code__
-        h.update(code.co_code)
-        h.update(repr(code.co_consts).encode())
-    h.update(py_func.__module__.encode() if py_func.__module__ else b"")
-    return h.hexdigest()
+def _refuse_non_kernels(py_func) -> None:
+    """A generator or coroutine function as a kernel: refused, naming the construct.
+
+    ``CompileError`` (not a ``TypeError``): it is a construct the compile stage cannot run, the
+    error the CPU translator raises for ``yield`` too, so callers catch one type for "this
+    kernel cannot be compiled" whether it is found here or at the first launch.
+    """
+    code = py_func.__code__
+    for flag, kind in _NOT_A_KERNEL.items():
+        if code.co_flags & flag:
+            raise CompileError(
+                f"{py_func.__name__!r} is a {kind} function: calling it only creates a {kind} "
+                "object, so as a kernel it would run nothing; a kernel is a plain 'def' that "
+                "writes its results into arrays", construct=f"{kind} function",
+                lineno=code.co_firstlineno, filename=code.co_filename)
 
 
 class Kernel:
     """A kernel in numba.cuda's dialect, runnable by every numba_cube backend."""
 
     def __init__(self, fn, *, reads: Iterable[str] | None = None, writes: Iterable[str] | None = None,
-                 name: str | None = None):
+                 name: str | None = None, **options):
         self.py_func = _python_function(fn)
+        _refuse_non_kernels(self.py_func)
+        #: the compile options (``cuda.jit``'s): given here, or read from a wrapped dispatcher
+        self.options = types.MappingProxyType(kernel_options(fn, options))
         self.name = name or self.py_func.__name__
         sig = inspect.signature(self.py_func)
         self.params: tuple[str, ...] = tuple(sig.parameters)
@@ -65,10 +97,47 @@ class Kernel:
             if unknown:
                 raise ValueError(f"kernel {self.name} has no parameter(s) {sorted(unknown)}; "
                                  f"its parameters are {list(self.params)}")
-        options = f"reads={sorted(reads) if reads is not None else None};writes={sorted(writes) if writes is not None else None}"
-        digest = hashlib.sha256((_source_hash(self.py_func) + options).encode()).hexdigest()
-        self.id = f"{self.name}-{digest[:12]}"
+        self._identity_options = {
+            "reads": sorted(reads) if reads is not None else None,
+            "writes": sorted(writes) if writes is not None else None,
+            "cuda.jit": dict(self.options)}
+        self._salt = secrets.token_hex(8)      # mixed in only if a value cannot be fingerprinted
+        self._frozen: Fingerprint | None = None
+        self._freeze_lock = threading.Lock()
         functools.update_wrapper(self, self.py_func, updated=())
+
+    # -- identity -----------------------------------------------------------------------------------
+    @functools.cached_property
+    def id(self) -> str:
+        """``<name>-<12 hex digits>``, fixed at first use (see the module docstring). A cached
+        property: after the first read it is a plain attribute, as cheap on the launch path."""
+        frozen = self._fingerprint()
+        digest = frozen.digest
+        if frozen.opaque:
+            _logger.debug("kernel %s: %s; its id is unique to this process",
+                          self.name, "; ".join(frozen.opaque))
+            digest = hashlib.sha256((digest + self._salt).encode()).hexdigest()
+        return f"{self.name}-{digest[:12]}"
+
+    def _fingerprint(self) -> Fingerprint:
+        with self._freeze_lock:
+            if self._frozen is None:
+                self._frozen = fingerprint(self.py_func, self._identity_options)
+            return self._frozen
+
+    def check_frozen(self) -> None:
+        """Raise ``CompileError`` if a value the id was computed from has changed since.
+
+        Backends call it before each compile: compiling changed globals under the old id would
+        give two different codes one name. It costs one fingerprint, little next to a compile."""
+        frozen = self._fingerprint()
+        changed = changed_parts(frozen, fingerprint(self.py_func, self._identity_options))
+        if changed:
+            raise CompileError(
+                f"kernel {self.name}: {', '.join(changed)} changed after the kernel was first "
+                "used; numba_cube freezes what a kernel reads at its first use (as numba.cuda "
+                "does at its first compile). Make the kernel again (cube.kernel(...)) to compile "
+                "the new values", construct=f"{changed[0]} changed after first use")
 
     # -- analysis ---------------------------------------------------------------------------------
     def io(self, *example_args) -> dict:
@@ -95,7 +164,8 @@ class Kernel:
                         f"client.launch(kernel, count, dim, *args)")
 
     def __repr__(self) -> str:
-        return f"<cube.Kernel {self.id}>"
+        # Without fixing the id: a repr (a debugger, a log line) must not freeze the kernel.
+        return f"<cube.Kernel {self.__dict__.get('id') or self.name + ' (id not fixed yet)'}>"
 
 
 def _analyse(py_func, ndims) -> tuple:
@@ -127,11 +197,16 @@ def resolve_access(kern: Kernel, ndims: tuple) -> tuple[tuple[bool, bool], ...]:
     return tuple(out)
 
 
-def kernel(fn=None, *, reads: Iterable[str] | None = None, writes: Iterable[str] | None = None):
-    """Make a numba_cube kernel: ``@cube.kernel``, ``@cube.kernel(writes=("out",))`` or
+def kernel(fn=None, *, reads: Iterable[str] | None = None, writes: Iterable[str] | None = None,
+           **options):
+    """Make a numba_cube kernel: ``@cube.kernel``, ``@cube.kernel(writes=("out",))``,
+    ``@cube.kernel(fastmath=True)`` (``cuda.jit``'s options) or
     ``cube.kernel(existing_cuda_jit_dispatcher)``."""
     if fn is None:
-        return lambda f: Kernel(f, reads=reads, writes=writes)
+        return lambda f: kernel(f, reads=reads, writes=writes, **options)
     if isinstance(fn, Kernel):
-        return fn
-    return Kernel(fn, reads=reads, writes=writes)
+        if reads is None and writes is None and not options:
+            return fn
+        raise TypeError(f"{fn!r} is already a kernel; make a new one from its function "
+                        "(cube.kernel(k.py_func, ...)) to give it reads=, writes= or options")
+    return Kernel(fn, reads=reads, writes=writes, **options)

@@ -587,3 +587,83 @@ def untypable(a):
 def test_confirm_writes_cannot_tell_when_nothing_types():
     """When the function does not type even with plain arguments, every entry is None."""
     assert confirm_writes(untypable, [typeof(np.zeros(3))]) == (None,)
+
+
+# -- numba.cuda's builtins are known by identity, not by module name ----------------------------
+
+_NAMED_LIKE_CUDA = '''
+from numba import cuda
+
+
+@cuda.jit(device=True)
+def store(dst, i, v):
+    dst[i] = v
+'''
+
+
+def _module_named(name, source, tmp_path):
+    """A module called ``name``, loaded from a real file."""
+    import importlib.util
+
+    path = tmp_path / (name.rsplit(".", 1)[-1] + ".py")
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_device_function_of_a_module_named_numba_cuda_is_analysed(tmp_path):
+    """A device function whose module is *called* numba.cuda.something is still a user's
+    device function: its write is found (kernel.io), not taken for a builtin's read."""
+    import numba_cube as cube
+
+    store = _module_named("numba.cuda.user_devices", _NAMED_LIKE_CUDA, tmp_path).store
+    assert store.__module__ == "numba.cuda.user_devices"
+
+    def writes_through(src, dst):
+        i = cuda.grid(1)
+        if i < dst.size:
+            store(dst, i, src[i])
+
+    k = cube.kernel(writes_through)
+    assert k.io(np.zeros(4), np.zeros(4)) == {"src": "r", "dst": "w"}
+
+
+def test_numba_cuda_random_generators_write_their_states():
+    """numba.cuda.random's generators live in numba.cuda but update the state array they are
+    given: it is written (not a read-only builtin argument)."""
+    from numba.cuda.random import xoroshiro128p_uniform_float32
+
+    @cuda.jit
+    def rand_fill(states, out):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = xoroshiro128p_uniform_float32(states, i)
+
+    states, out = io(rand_fill, 1, 1)
+    assert states is IO_UNKNOWN or "w" in states
+    assert out == "w"
+
+
+def test_rebound_device_function_is_analysed_again():
+    """The analysis of a function is keyed by its fingerprint: a device function rebound in its
+    globals (here: the same code over another globals dict) is not answered from the analysis
+    of the old one."""
+    import types
+
+    def calls_dev(a, b):
+        i = cuda.grid(1)
+        dev(a, b, i)                                   # noqa: F821 - from the globals below
+
+    def reader(a, b, i):
+        return a[i] + b[i]
+
+    def writer(a, b, i):
+        b[i] = a[i]
+
+    g = {"cuda": cuda, "dev": cuda.jit(device=True)(reader)}
+    fn = types.FunctionType(calls_dev.__code__, g, "calls_dev")
+    assert analyse_io(fn, (1, 1)) == ("r", "r")
+    g["dev"] = cuda.jit(device=True)(writer)
+    assert analyse_io(fn, (1, 1)) == ("r", "w")

@@ -65,8 +65,13 @@ SUPPORT_DIGEST = hashlib.sha256(b"".join(
 class Unit:
     """Translation of one kernel (plus its device functions) into module text."""
 
-    def __init__(self, py_func, boundscheck: bool = False):
+    def __init__(self, py_func, boundscheck: bool = False, fastmath: bool | tuple = False,
+                 error_model: str = "numpy"):
+        if error_model not in ("numpy", "python"):
+            raise ValueError(f"error_model must be 'numpy' or 'python', not {error_model!r}")
         self.boundscheck = bool(boundscheck)
+        self.fastmath = fastmath      # njit's: True, or a tuple of LLVM fast-math flag names
+        self.error_model = error_model
         self.env = rs.ModuleEnv()
         self.kernel_fn = load_function(py_func, "kernel")
         self.devices: dict[int, tuple[str, SourceFunction, Lowered | None]] = {}
@@ -170,9 +175,10 @@ class Unit:
         w.line()
 
     def _may_raise(self, kernel: Lowered) -> bool:
-        """Can the kernel raise? (bounds checks, or a raise/assert in it or a device function)"""
+        """Can the kernel raise? (bounds checks, Python's error model -- a division by zero
+        raises --, or a raise/assert in it or a device function)"""
         bodies = [kernel.body] + [low.body for _, _, low in self.devices.values()]
-        return self.boundscheck or any(isinstance(n, (ast.Raise, ast.Assert))
+        return self.boundscheck or self.error_model == "python" or any(isinstance(n, (ast.Raise, ast.Assert))
                                        for body in bodies for s in body for n in ast.walk(s))
 
     def _guarded_parallel(self, w: Writer, shape, name: str, args: str) -> None:
@@ -222,7 +228,12 @@ class Unit:
     def _decorator(self, parallel: bool | None) -> str:
         opts = [] if parallel is None else [f"parallel={parallel}"]
         opts += ["nogil=True", "cache=True", f"boundscheck={self.boundscheck}",
-                 "error_model='numpy'"]
+                 f"error_model={self.error_model!r}"]
+        if self.fastmath:   # only when asked: the text of every other module stays as it was
+            # A set literal in sorted order: a set's own repr varies with hash randomisation.
+            flags = "True" if self.fastmath is True else "{%s}" % ", ".join(
+                map(repr, sorted(self.fastmath)))
+            opts.append(f"fastmath={flags}")
         return f"@__njit({', '.join(opts)})"
 
     def _header(self, w: Writer) -> None:

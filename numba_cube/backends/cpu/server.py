@@ -1,14 +1,21 @@
 """The CPU backend's mechanism: memory as NumPy bytes, kernels as generated ``njit`` functions.
 
-Compiling has two levels. ``build_program`` translates a kernel once per (kernel, boundscheck)
-into a generated module holding a ``parallel`` (prange over cubes) and a ``serial`` twin; then
-each argument signature is compiled explicitly with ``dispatcher.compile(sig)``, which is what a
-dry run needs (compile without running) and gives the entry point for that signature directly, so
-a launch skips Numba's type dispatch.
+Compiling has two levels. ``build_program`` translates a kernel once per (kernel id, compile
+flags) into a generated module holding a ``parallel`` (prange over cubes) and a ``serial`` twin;
+then each argument signature is compiled explicitly with ``dispatcher.compile(sig)``, which is
+what a dry run needs (compile without running) and gives the entry point for that signature
+directly, so a launch skips Numba's type dispatch.
 
 Which twin a launch uses is decided from the static count (``cache_extras``): small grids run the
 serial twin, because a parallel region's fork/join has a floor of its own (8 ms per call with
 libgomp's default wait policy on a 2-core VM, research/cpu-kernels.md section 6).
+
+Compile flags (``cpu_flags``): ``boundscheck`` and ``fastmath``, from the client's options, else
+the kernel's (``cuda.jit``'s options, ``kernel.options``), else the defaults, and the error model
+(Python's for ``debug=True`` kernels, NumPy's otherwise, as numba-cuda chooses); Numba's own
+``NUMBA_BOUNDSCHECK`` overrides both, as it overrides every ``@jit(boundscheck=...)``. Before each
+compile the kernel checks that nothing its id covers has changed (``Kernel.check_frozen``): the
+program cache is keyed by that id.
 
 Threading layer: stream workers call parallel kernels from several Python threads at once.
 Numba's ``workqueue`` layer aborts the process when that happens, so this backend selects ``omp``
@@ -28,11 +35,12 @@ from numba import types
 
 from ... import config
 from ...errors import CompileError
+from ...kernel.options import resolve
 from ...runtime.channel import ThreadChannel
 from ...runtime.server import HostServer
 from ..base import HostBackend
 
-__all__ = ["CpuBackend", "make_cpu_server", "select_threading_layer"]
+__all__ = ["CpuBackend", "make_cpu_server", "select_threading_layer", "cpu_flags"]
 
 log = logging.getLogger("numba_cube")
 
@@ -79,8 +87,50 @@ def _array_type(dtype: np.dtype, ndim: int):
     return t
 
 
+def cpu_flags(kernel, client_options) -> tuple[bool, bool | tuple[str, ...], str]:
+    """``(boundscheck, fastmath, error_model)`` for compiling ``kernel`` on a client with
+    ``client_options``.
+
+    Of ``cuda.jit``'s options, ``fastmath`` means on the CPU what it means to numba-cuda (LLVM's
+    fast-math flags; ``True`` or a set of flag names, as ``njit`` takes them) and ``boundscheck``
+    what it means to ``njit``. ``debug``: numba-cuda reports a kernel's exceptions only with
+    ``debug=True`` (the CPU backend always reports them), and compiles a debug kernel with
+    Python's error model, where a division by zero raises ``ZeroDivisionError`` instead of giving
+    ``inf``/``nan``/0 as NumPy's model does: the same switch here (``error_model``).
+    ``opt``, ``lineinfo``, ``max_registers``, ``launch_bounds``, ``lto``, ``inline``,
+    ``forceinline``, ``shared_memory_carveout``, ``cache`` steer the GPU compile (or numba-cuda's
+    own cache) and have no CPU meaning: accepted and ignored. ``link`` names PTX or CUDA C files,
+    which the CPU cannot run: ``CompileError``.
+    """
+    kernel_options = kernel.options
+    if kernel_options.get("link"):
+        raise CompileError(f"kernel {kernel.name} links {list(kernel_options['link'])} "
+                           "(cuda.jit(link=...)): PTX and CUDA C files cannot run on the CPU backend",
+                           construct="link=")
+    boundscheck = bool(resolve("boundscheck", kernel_options, client_options,
+                               config.BOUNDSCHECK_DEFAULT))
+    forced = config.numba_boundscheck()
+    if forced is not None and forced != boundscheck:
+        if boundscheck:
+            raise CompileError(
+                f"kernel {kernel.name}: bounds checking was asked for, but NUMBA_BOUNDSCHECK=0 "
+                "makes Numba compile every function without it; unset NUMBA_BOUNDSCHECK",
+                construct="boundscheck=True under NUMBA_BOUNDSCHECK=0")
+        # Numba checks anyway; the translation must know, or the parallel variant would drop
+        # the IndexError raised inside its prange (translate.py: only checked kernels catch).
+        boundscheck = True
+    fastmath = resolve("fastmath", kernel_options, client_options, False)
+    if not isinstance(fastmath, bool):
+        fastmath = tuple(sorted(fastmath))             # njit's set of flag names, hashable
+    error_model = "python" if kernel_options.get("debug") else "numpy"
+    return boundscheck, fastmath, error_model
+
+
 class CpuBackend(HostBackend):
     name = "cpu"
+
+    #: client options ``compile`` understands (``cube.client("cpu", boundscheck=True)``)
+    compile_options = frozenset({"boundscheck", "fastmath"})
 
     def __init__(self):
         self._programs: dict = {}
@@ -101,17 +151,20 @@ class CpuBackend(HostBackend):
         serial = count.num_elems == 1 or units < self.serial_units
         return ("serial" if serial else "parallel",)
 
-    def _program(self, kernel, boundscheck: bool):
-        key = (kernel.id, boundscheck)
+    def _program(self, kernel, flags: tuple):
+        key = (kernel.id, flags)
         prog = self._programs.get(key)
         if prog is None:
             from .translate import build_program
 
-            prog = self._programs[key] = build_program(kernel.py_func, boundscheck=boundscheck)
+            boundscheck, fastmath, error_model = flags
+            prog = self._programs[key] = build_program(kernel.py_func, boundscheck=boundscheck,
+                                                       fastmath=fastmath, error_model=error_model)
         return prog
 
     def compile(self, kernel, arg_types, extras, options):
-        prog = self._program(kernel, bool(options.get("boundscheck", False)))
+        kernel.check_frozen()
+        prog = self._program(kernel, cpu_flags(kernel, options))
         dispatcher = prog.serial if extras[0] == "serial" else prog.parallel
         sig = (types.int64,) * 6 + tuple(arg_types)
         try:

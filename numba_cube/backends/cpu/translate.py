@@ -2,7 +2,7 @@
 
     from numba_cube.backends.cpu.translate import build_program, CpuProgram, TRANSLATOR_VERSION
 
-    prog = build_program(py_func, boundscheck=False)      # raises numba_cube.errors.CompileError
+    prog = build_program(py_func, boundscheck=False, fastmath=False)   # raises CompileError
     prog.source      # the generated module's text (print it to see what runs)
     prog.parallel    # njit(parallel=True, nogil=True, cache=True) dispatcher
     prog.serial      # the same kernel with parallel=False, for small grids
@@ -88,18 +88,23 @@ class CpuProgram:
     shape: str                # "flat" (barrier-free) or "cube" (fission)
 
 
-def translate_source(py_func, boundscheck: bool = False) -> str:
+def translate_source(py_func, boundscheck: bool = False, fastmath: bool | tuple = False,
+                     error_model: str = "numpy") -> str:
     """Translate only: the generated module text (no file written, nothing imported)."""
-    return Unit(py_func, boundscheck).generate()
+    return Unit(py_func, boundscheck, fastmath, error_model).generate()
 
 
-def build_program(py_func, boundscheck: bool = False) -> CpuProgram:
+def build_program(py_func, boundscheck: bool = False, fastmath: bool | tuple = False,
+                  error_model: str = "numpy") -> CpuProgram:
     """Translate ``py_func`` (a function in numba.cuda's dialect), cache and import the result.
 
+    ``fastmath`` is ``njit``'s (True, or a tuple of LLVM flag names), given to every generated
+    function, device functions included, as numba-cuda gives it to the whole NVVM module;
+    ``error_model`` likewise (``"python"`` for ``debug=True`` kernels, as numba-cuda does).
     Raises ``CompileError`` for kernels the translator refuses. Nothing is compiled by Numba yet:
     that happens on the first call or ``.compile(signature)`` of either dispatcher.
     """
-    unit = Unit(py_func, boundscheck)
+    unit = Unit(py_func, boundscheck, fastmath, error_model)
     source = unit.generate()
     name = unit.kernel_fn.name
     try:

@@ -13,22 +13,60 @@ numba-cuda loads modules into *its* current context; each device's server compil
 which is also the context the server uses (one context per device, shared with numba-cuda,
 CuPy and PyTorch).
 
-Compile options a client can pass (``cube.client("cuda", fastmath=True)``): ``fastmath``,
-``lineinfo``, ``debug``, ``opt``, ``max_registers``. ``boundscheck`` (a CPU-backend option) has no
-numba-cuda equivalent and is ignored here.
+Options (``jit_options``): the kernel's own (``kernel.options``: what ``cube.kernel(f, **options)``
+or a wrapped ``cuda.jit(**options)`` dispatcher said) are passed to ``cuda.jit`` as they are, so
+the kernel compiles as numba-cuda would compile it; a client's (``cube.client("cuda",
+fastmath=True)``: ``fastmath``, ``lineinfo``, ``debug``, ``opt``, ``max_registers``) win over
+them. ``boundscheck`` is numba-cuda's answer: its CUDA target never checks bounds, and
+``cuda.jit(boundscheck=True)`` is refused, so a kernel asking for it is refused here too
+(``CompileError``); a client's ``boundscheck`` is the CPU backend's and is ignored here.
+``debug=True`` is refused (``CompileError``): numba-cuda's point in it is to report the kernel's
+exceptions, which it reads back after *its* launch; numba_cube's launch path does not, so they
+would be silently lost.
 """
 
 from __future__ import annotations
 
+import os
 import threading
+from typing import Mapping
 
 import numpy as np
 
+from ...errors import CompileError
+from ...kernel.options import resolve
 from .launch_plan import ArgLayout, CompiledKernel
 
-__all__ = ["NumbaCudaCompiler", "numba_types", "arg_kinds"]
+__all__ = ["NumbaCudaCompiler", "numba_types", "arg_kinds", "JIT_OPTIONS", "jit_options"]
 
-_JIT_OPTIONS = ("fastmath", "lineinfo", "debug", "opt", "max_registers")
+#: The client options handed to ``cuda.jit`` (the CUDA servers declare them as known options).
+JIT_OPTIONS = ("fastmath", "lineinfo", "debug", "opt", "max_registers")
+
+
+def jit_options(kernel, client_options: Mapping) -> dict:
+    """The ``cuda.jit`` keyword arguments for compiling ``kernel`` on a client with
+    ``client_options`` (see the module docstring)."""
+    options = dict(kernel.options)
+    if options.pop("boundscheck", None):
+        raise CompileError(f"kernel {kernel.name} asks for boundscheck=True: bounds checking is "
+                           "not supported for CUDA (numba-cuda refuses cuda.jit(boundscheck=True) "
+                           "too); run it on a CPU client for checked indexing",
+                           construct="boundscheck=True on CUDA")
+    # (boundscheck=False is dropped, not passed: numba-cuda would hand it on to its kernel
+    # constructor, which takes no such argument.)
+    for name in JIT_OPTIONS:
+        value = resolve(name, options, client_options)
+        if value is not None:
+            options[name] = value
+    if options.get("debug", _debug_default()):
+        raise CompileError(
+            f"kernel {kernel.name} is compiled with debug=True: numba-cuda reports such a kernel's "
+            "exceptions by reading an error flag after its own launch, and numba_cube launches "
+            "kernels itself, so they would be lost; drop debug=True (and NUMBA_CUDA_DEBUGINFO), or "
+            "run the kernel on a CPU client, which always reports them", construct="debug=True on CUDA")
+    if isinstance(options.get("fastmath"), frozenset):
+        options["fastmath"] = set(options["fastmath"])     # numba's flag sets are sets
+    return options
 
 
 def arg_kinds(args: tuple) -> tuple:
@@ -56,6 +94,13 @@ def numba_types(args: tuple) -> tuple:
     return tuple(out)
 
 
+def _debug_default() -> bool:
+    """``cuda.jit``'s default ``debug`` (``NUMBA_CUDA_DEBUGINFO``)."""
+    from numba.cuda.core import config as cuda_config
+
+    return bool(cuda_config.CUDA_DEBUGINFO_DEFAULT)
+
+
 class NumbaCudaCompiler:
     """numba-cuda as the compile stage of one device's server."""
 
@@ -71,13 +116,18 @@ class NumbaCudaCompiler:
             if disp is None:
                 from numba import cuda
 
-                jit_options = {k: v for k, v in options.items() if k in _JIT_OPTIONS}
-                disp = self._dispatchers[key] = cuda.jit(**jit_options)(py_func)
+                options = dict(options)
+                if options.get("cache") and not os.path.isfile(py_func.__code__.co_filename):
+                    # numba-cuda caches only functions of a real file; the device-count wrapper
+                    # of a cached kernel is generated code: compiled, not cached.
+                    del options["cache"]
+                disp = self._dispatchers[key] = cuda.jit(**options)(py_func)
             return disp
 
     def compile(self, key, py_func, name: str, args: tuple, options: dict) -> CompiledKernel:
-        """Compile ``py_func`` for the types of ``args`` and load it; ``key`` names the function
-        and options (dispatchers are cached by it). Raises Numba's errors as they are."""
+        """Compile ``py_func`` for the types of ``args`` and load it; ``options`` are ``cuda.jit``'s
+        (``jit_options``), ``key`` names the function and options (dispatchers are cached by it).
+        Raises Numba's errors as they are."""
         from numba import cuda
 
         disp = self._dispatcher(key, py_func, options)

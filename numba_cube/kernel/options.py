@@ -1,0 +1,123 @@
+"""A kernel's compile options: read, checked, and resolved against a client's options.
+
+``cube.kernel(fn, **options)`` takes the options numba-cuda's ``cuda.jit`` takes, and
+``cube.kernel(cuda.jit(**options)(fn))`` reads them back from the dispatcher (numba-cuda keeps
+them in ``CUDADispatcher.targetoptions``; the simulator's ``FakeCUDAKernel`` keeps ``fastmath``
+and ``debug`` only). Options given directly win over the dispatcher's. Only options that differ
+from ``cuda.jit``'s defaults are kept, so ``cube.kernel(cuda.jit(f))`` is ``cube.kernel(f)``.
+
+A name ``cuda.jit`` does not know is an ``OptionError`` (a ``TypeError``, as for any unexpected
+keyword argument) naming it. ``device=True`` (a device function is not a kernel) and
+``extensions`` (argument converters numba-cuda runs at launch; numba_cube packs arguments itself,
+so it could not run them) are constructs it cannot compile as numba-cuda would: ``CompileError``.
+
+Which backend honours what: ``backends/cuda/compiler.py`` passes them to ``cuda.jit`` (refusing
+the two its launches cannot honour, ``boundscheck=True`` and ``debug=True``: ``jit_options``);
+``backends/cpu/server.py`` honours ``fastmath`` and ``boundscheck`` and ignores the rest (see
+``cpu_flags``). Everywhere a client option of the same name (``cube.client("cpu",
+boundscheck=True)``) wins over the kernel's: one kernel object runs on several clients, and the
+client is where a user asks for a checked or fast-math run of everything.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from typing import Mapping
+
+from ..errors import CompileError, OptionError
+
+__all__ = ["KNOWN_OPTIONS", "kernel_options", "resolve", "dispatcher_options"]
+
+#: the keyword arguments numba-cuda's ``cuda.jit`` accepts for a kernel (numba-cuda 0.30:
+#: ``decorators.jit`` and ``dispatcher._Kernel``), ``device`` aside
+KNOWN_OPTIONS = frozenset({
+    "debug", "opt", "lineinfo", "fastmath", "max_registers", "launch_bounds", "link", "inline",
+    "forceinline", "lto", "shared_memory_carveout", "cache", "boundscheck", "extensions"})
+
+#: options of a numba CPU dispatcher (``cube.kernel(numba.njit(f))``) that mean the same for a
+#: kernel; its others (``parallel``, ``nogil``, ``error_model``, ...) describe a CPU function
+_NJIT_SHARED = ("fastmath", "boundscheck")
+
+
+def kernel_options(fn, given: Mapping) -> dict:
+    """The options of the kernel made from ``fn`` with ``given`` options: checked, normalised
+    (lists to tuples, sets to frozensets). Raises as described in the module docstring."""
+    options = {**dispatcher_options(fn), **given}
+    name = getattr(fn, "__name__", type(fn).__name__)
+    if options.pop("device", False):
+        raise CompileError(f"{name!r} is a device function (device=True); a kernel cannot be one "
+                           "(numba-cuda: 'Cannot compile a device function as a kernel')",
+                           construct="device=True")
+    unknown = sorted(set(options) - KNOWN_OPTIONS)
+    if unknown:
+        raise OptionError(f"kernel {name!r}: unknown compile option(s) {', '.join(unknown)}; "
+                          f"numba-cuda's cuda.jit takes {', '.join(sorted(KNOWN_OPTIONS))}")
+    if options.get("extensions"):
+        raise CompileError(f"kernel {name!r}: cuda.jit(extensions=...) converts arguments at "
+                           "launch, and numba_cube binds arguments itself, so it cannot run them; "
+                           "convert the arguments before the launch", construct="extensions")
+    options.pop("extensions", None)
+    return {k: _frozen(v) for k, v in sorted(options.items())}
+
+
+def resolve(name: str, kernel_opts: Mapping, client_opts: Mapping, default=None):
+    """The value of option ``name`` for one compile: the client's if it set one, else the
+    kernel's, else ``default``."""
+    value = client_opts.get(name)
+    if value is not None:
+        return value
+    value = kernel_opts.get(name)
+    return default if value is None else value
+
+
+def dispatcher_options(fn) -> dict:
+    """The options of a wrapped dispatcher that differ from its decorator's defaults; ``{}``
+    for a plain function."""
+    simulator = sys.modules.get("numba.cuda.simulator.kernel")
+    fake = getattr(simulator, "FakeCUDAKernel", None)
+    if fake is not None and isinstance(fn, fake):
+        found = {"device": fn._device, "fastmath": fn._fastmath, "debug": fn._debug,
+                 "extensions": tuple(fn.extensions)}
+        return {k: v for k, v in found.items() if v}
+    targetoptions = getattr(fn, "targetoptions", None)
+    if not isinstance(targetoptions, dict):
+        return {}
+    cuda_dispatcher = getattr(sys.modules.get("numba.cuda.dispatcher"), "CUDADispatcher", None)
+    if cuda_dispatcher is None or not isinstance(fn, cuda_dispatcher):
+        return {k: targetoptions[k] for k in _NJIT_SHARED if k in targetoptions}
+    reference = _cuda_jit_defaults()
+    found = {k: v for k, v in targetoptions.items()
+             if k not in reference or not _same(reference[k], v)}
+    # ``cache=True`` is not a target option: cuda.jit swaps the dispatcher's cache object.
+    if type(getattr(fn, "_cache", None)).__name__ not in ("NullCache", "NoneType"):
+        found["cache"] = True
+    return found
+
+
+@functools.cache
+def _cuda_jit_defaults() -> dict:
+    """``targetoptions`` of a dispatcher made by a bare ``cuda.jit``: numba-cuda's own defaults,
+    including those it derives from its configuration (``debug``, ``opt``, ``lto``)."""
+    from numba import cuda
+
+    return dict(cuda.jit(_reference_kernel).targetoptions)
+
+
+def _reference_kernel():
+    """What ``_cuda_jit_defaults`` decorates (never compiled)."""
+
+
+def _same(a, b) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:                                  # noqa: BLE001 - odd __eq__: not the same
+        return False
+
+
+def _frozen(value):
+    if isinstance(value, list):
+        return tuple(value)
+    if isinstance(value, set):
+        return frozenset(value)
+    return value
