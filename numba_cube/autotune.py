@@ -22,28 +22,38 @@ First use of a key:
    fatal; the fastest remaining one wins.
 
 The winner is then run on the real arguments in the caller's launch mode (under a dry run it only
-compiles). Results are kept in memory and on disk (``<cache dir>/autotune.json``), keyed by
-device, tuner name, candidate set and key, so a new process does not tune again;
-``NUMBA_CUBE_AUTOTUNE_CACHE=0`` turns the disk cache off. Long tuning shows progress on a
-terminal (never in logs or CI).
+compiles). Results are kept in memory and on disk (``<cache dir>/autotune.json``, see
+``autotune_store``), keyed by device, tuner name, candidate set and key, so a new process does
+not tune again; ``NUMBA_CUBE_AUTOTUNE_CACHE=0`` turns the disk cache off. Long tuning shows
+progress on a terminal (never in logs or CI).
+
+A result is only as good as the code it measured, and the key above does not see the kernels a
+candidate launches (a kernel table filled by a factory, a kernel edited in another module). So
+each result records the kernel ids (``Kernel.id``: the compiled code) its winner launched while
+it was tuned (``TuneResult.launched``), and every call that reuses a result, from memory or from
+disk, watches the winner's launches (``testing.record_launches``): a kernel id it did not launch
+when tuned means the code changed, so the result is dropped (memory and disk) and the key is
+tuned again at once. The call itself has already run the current code, so its outputs are right
+either way; only the choice was stale. Launching *fewer* kernels (a zero-size launch is skipped,
+a data-dependent branch) is not a change. A winner that launches another kernel on other inputs
+of the same key is retuned too; if it wins again its record keeps the union of what it was seen
+to launch, so a key whose candidates pick kernels by data does not retune on every call.
 """
 
 from __future__ import annotations
 
 import hashlib
 import inspect
-import json
 import os
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable
 
-from . import config
+from . import config, testing
+from .autotune_store import ResultStore
 from .errors import LaunchFailure
 from .runtime.handle import Handle
 from .runtime.modes import dry_run, real_run
@@ -63,6 +73,12 @@ class TuneResult:
     timings: dict = field(default_factory=dict)        # candidate -> median seconds
     disqualified: dict = field(default_factory=dict)   # candidate -> reason
     from_cache: bool = False
+    launched: frozenset = frozenset()                  # kernel ids the winner launched, tuned
+
+    def entry(self) -> dict:
+        """The JSON form stored in ``autotune.json``."""
+        return {"best": self.best, "timings": self.timings, "disqualified": self.disqualified,
+                "launched": sorted(self.launched)}
 
 
 def _fingerprint(obj: Any) -> str:
@@ -73,30 +89,6 @@ def _fingerprint(obj: Any) -> str:
         src = getattr(fn, "__qualname__", repr(fn))
     extra = repr(sorted(getattr(obj, "keywords", {}).items())) if hasattr(obj, "keywords") else ""
     return hashlib.sha256((src + extra).encode()).hexdigest()[:16]
-
-
-class _DiskCache:
-    """A JSON file of results; written atomically (temp file + replace), merged on write."""
-
-    _lock = threading.Lock()
-
-    def __init__(self):
-        self.path = config.cache_root() / "autotune.json"
-
-    def load(self) -> dict:
-        try:
-            return json.loads(self.path.read_text())
-        except (OSError, ValueError):
-            return {}
-
-    def store(self, key: str, value: dict) -> None:
-        with self._lock:
-            data = self.load()
-            data[key] = value
-            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".autotune-")
-            with os.fdopen(fd, "w") as f:
-                json.dump(data, f, indent=1, sort_keys=True)
-            os.replace(tmp, self.path)
 
 
 class Tuner:
@@ -126,37 +118,63 @@ class Tuner:
 
     def __call__(self, client, *args, **kwargs):
         result = self.tune(client, *args, **kwargs)
-        return self.candidates[result.best](client, *args, **kwargs)
+        with testing.record_launches() as ids:
+            outcome = self.candidates[result.best](client, *args, **kwargs)
+        if not result.launched.issuperset(ids):        # the winner's code changed: retune
+            self._retune(client, args, kwargs, result, frozenset(ids))
+        return outcome
 
     def result(self, client, *args) -> TuneResult | None:
         return self._results.get(self._cache_key(client, self.key(*args)))
 
     def tune(self, client, *args, **kwargs) -> TuneResult:
+        """The result for ``key(*args)``: from memory, else from disk, else measured now. A
+        result from disk is checked by the next call (``__call__``), not here."""
         ck = self._cache_key(client, self.key(*args))
         with self._lock:
             hit = self._results.get(ck)
-            if hit is None and config.get_bool("NUMBA_CUBE_AUTOTUNE_CACHE", True):
-                stored = _DiskCache().load().get(ck)
-                if stored and stored.get("best") in self.candidates:
-                    hit = self._results[ck] = TuneResult(stored["best"], stored.get("timings", {}),
-                                                         stored.get("disqualified", {}), from_cache=True)
-            if hit is not None:
-                return hit
-            result = self._measure(client, args, kwargs)
-            self._results[ck] = result
-            if config.get_bool("NUMBA_CUBE_AUTOTUNE_CACHE", True):
-                _DiskCache().store(ck, {"best": result.best, "timings": result.timings,
-                                        "disqualified": result.disqualified})
-            return result
+            if hit is None and _disk_cache_on():
+                stored = ResultStore().load().get(ck)
+                if stored is not None and stored["best"] in self.candidates:
+                    hit = self._results[ck] = TuneResult(
+                        stored["best"], stored["timings"], stored["disqualified"],
+                        from_cache=True, launched=frozenset(stored["launched"]))
+            if hit is None:
+                hit = self._measure_and_keep(ck, client, args, kwargs)
+            return hit
+
+    def _retune(self, client, args, kwargs, stale: TuneResult, seen: frozenset) -> None:
+        ck = self._cache_key(client, self.key(*args))
+        with self._lock:
+            if self._results.get(ck) is not stale:
+                return                      # another thread retuned (or dropped) it meanwhile
+            del self._results[ck]
+            if _disk_cache_on():
+                ResultStore().drop(ck)      # gone even if the new tuning fails
+            self._measure_and_keep(ck, client, args, kwargs, stale=stale, seen=seen)
+
+    def _measure_and_keep(self, ck, client, args, kwargs, stale=None, seen=frozenset()):
+        result = self._measure(client, args, kwargs)
+        if stale is not None and result.best == stale.best:
+            # Same winner: what it launched before and in the call that triggered this stays
+            # known, so inputs of this key that take another branch do not retune again.
+            result.launched = result.launched | stale.launched | seen
+        self._results[ck] = result
+        if _disk_cache_on():
+            ResultStore().store(ck, result.entry())
+        return result
 
     def _measure(self, client, args, kwargs) -> TuneResult:
         names = list(self.candidates)
+        launched = {name: set() for name in names}
         with dry_run():                                   # step 1: compile them all
             for name in names:
                 try:
-                    self.candidates[name](client, *args, **kwargs)
+                    with testing.record_launches() as ids:
+                        self.candidates[name](client, *args, **kwargs)
                 except Exception:  # noqa: BLE001 - judged in step 2
                     pass
+                launched[name].update(ids)
         progress = _Progress(self.name, len(names))
         timings, disqualified = {}, {}
         with real_run():
@@ -164,15 +182,18 @@ class Tuner:
                 for i, name in enumerate(names):
                     progress.show(i, name)
                     try:
-                        timings[name] = self._time_one(client, self.candidates[name], args, kwargs)
+                        with testing.record_launches() as ids:
+                            timings[name] = self._time_one(client, self.candidates[name], args,
+                                                           kwargs)
                     except Exception as exc:  # noqa: BLE001 - disqualify, do not fail the tuner
                         disqualified[name] = f"{type(exc).__name__}: {exc}"
+                    launched[name].update(ids)
             client.exclusive(measure_all)
         progress.done()
         if not timings:
             raise RuntimeError(f"tuner {self.name}: every candidate failed: {disqualified}")
         best = min(timings, key=timings.get)
-        return TuneResult(best, timings, disqualified)
+        return TuneResult(best, timings, disqualified, launched=frozenset(launched[best]))
 
     def _time_one(self, client, candidate, args, kwargs) -> float:
         scratch = [client.create(client.read(a)) if isinstance(a, Handle) else a for a in args]
@@ -191,6 +212,10 @@ class Tuner:
         for _ in range(self.warmup):
             once()
         return statistics.median(once() for _ in range(self.samples))
+
+
+def _disk_cache_on() -> bool:
+    return config.get_bool("NUMBA_CUBE_AUTOTUNE_CACHE", True)
 
 
 class _Progress:

@@ -6,9 +6,10 @@ changes. A bad value warns once and falls back to the default instead of breakin
 | variable | meaning | default |
 | --- | --- | --- |
 | NUMBA_CUBE_DEVICE | device ``cube.client()`` picks | best available |
-| NUMBA_CUBE_CACHE_DIR | generated-code cache directory | ``$XDG_CACHE_HOME/numba_cube`` |
-| NUMBA_CUBE_BOUNDSCHECK | bounds-check CPU kernels (IndexError becomes a launch failure) | 0 |
+| NUMBA_CUBE_CACHE_DIR | cache directory (generated code, Numba's cache of it, autotune.json; ``cache_root()``) | platformdirs' user cache dir (``~/.cache/numba_cube``) |
+| NUMBA_CUBE_BOUNDSCHECK | bounds-check CPU kernels (IndexError becomes a launch failure); Numba's ``NUMBA_BOUNDSCHECK`` wins when set (``boundscheck_forced``) | 0 (``BOUNDSCHECK_DEFAULT``) |
 | NUMBA_CUBE_MAX_TASKS | queued launches per stream before it executes | 32 |
+| NUMBA_CUBE_STREAM_WORKERS | most worker threads running a host device's streams (CPU backend) | twice the CPUs, at least 4 |
 | NUMBA_CUBE_SERIAL_UNITS | below this many units a CPU launch runs the serial twin | 32768 |
 | NUMBA_CUBE_DEPENDENCY_RULE | ``hazard`` (read/write sets) or ``baseline`` (any shared buffer) | hazard |
 | NUMBA_CUBE_AUTOTUNE_CACHE | 0 turns the on-disk autotune cache off | 1 |
@@ -28,11 +29,12 @@ from __future__ import annotations
 import os
 import stat
 import tempfile
+import threading
 import warnings
 from pathlib import Path
 
 __all__ = ["get_bool", "get_int", "get_str", "VARIABLES", "declare", "known", "unknown", "snapshot",
-           "cache_root"]
+           "cache_root", "BOUNDSCHECK_DEFAULT", "boundscheck_forced", "numba_boundscheck"]
 
 PREFIX = "NUMBA_CUBE_"
 
@@ -40,6 +42,7 @@ VARIABLES = (
     "NUMBA_CUBE_DEVICE", "NUMBA_CUBE_CACHE_DIR", "NUMBA_CUBE_BOUNDSCHECK", "NUMBA_CUBE_MAX_TASKS",
     "NUMBA_CUBE_SERIAL_UNITS", "NUMBA_CUBE_DEPENDENCY_RULE", "NUMBA_CUBE_AUTOTUNE_CACHE",
     "NUMBA_CUBE_DISABLE_PLUGIN_AUTOLOAD", "NUMBA_CUBE_PROFILE_LOG", "NUMBA_CUBE_CUDA_DYNAMIC_COUNT",
+    "NUMBA_CUBE_STREAM_WORKERS",
 )
 
 _declared: dict[str, str] = {}  # variables declared by plugins -> who declared them
@@ -91,6 +94,42 @@ def get_int(name: str, default: int, minimum: int | None = None) -> int:
     return value
 
 
+#: ``NUMBA_CUBE_BOUNDSCHECK``'s default: off. Measured (``benchmarks/bench_cpu.py --boundscheck``):
+#: checking costs 6-8% on axpy and 2.0-2.1x on the tiled shared-memory matmul on the 2-core VM
+#: (19% and 2.3x on a 16-core host), far over the ~10-15% a check on by default could cost. Without it an out-of-bounds access is
+#: undefined behaviour on the CPU (it may crash the interpreter), as it is an illegal address
+#: on a GPU; ``cube.client("cpu", boundscheck=True)`` is the checked client.
+BOUNDSCHECK_DEFAULT = False
+
+
+def numba_boundscheck() -> bool | None:
+    """Numba's ``NUMBA_BOUNDSCHECK`` as Numba's compiler will see it (``numba.config.BOUNDSCHECK``,
+    which it obeys over any ``@jit(boundscheck=...)``), or None when it is not set."""
+    from numba.core import config as numba_config
+
+    raw = os.environ.get("NUMBA_BOUNDSCHECK")
+    if raw != _numba_boundscheck_seen[0]:
+        # Numba re-reads its variables before each compile; do it here too when this one
+        # changed (only then: a reload scans the whole environment).
+        numba_config.reload_config()
+        _numba_boundscheck_seen[0] = raw
+    return None if numba_config.BOUNDSCHECK is None else bool(numba_config.BOUNDSCHECK)
+
+
+_numba_boundscheck_seen: list = [None]
+
+
+def boundscheck_forced() -> bool | None:
+    """What the environment says about bounds-checking CPU kernels, or None if nothing:
+    ``NUMBA_BOUNDSCHECK`` (``numba_boundscheck``), else ``NUMBA_CUBE_BOUNDSCHECK``."""
+    forced = numba_boundscheck()
+    if forced is not None:
+        return forced
+    if get_str("NUMBA_CUBE_BOUNDSCHECK") is None:
+        return None
+    return get_bool("NUMBA_CUBE_BOUNDSCHECK", BOUNDSCHECK_DEFAULT)
+
+
 def declare(name: str, owner: str) -> None:
     """A plugin declares a ``NUMBA_CUBE_*`` variable it reads (``owner``: the plugin's name)."""
     if not name.startswith(PREFIX):
@@ -118,32 +157,95 @@ def unknown() -> list[str]:
     return [k for k in snapshot() if k not in names]
 
 
-def cache_root() -> Path:
-    """The user's private numba_cube cache directory (created 0o700 if missing).
+#: Where Numba's cache of the generated modules lives, inside the cache root.
+NUMBA_PYCACHE = "__pycache__"
+#: Subdirectories of the cache root that hold files numba_cube executes or unpickles: held to
+#: the same rule as the root itself.
+PRIVATE_SUBDIRS = (NUMBA_PYCACHE,)
 
-    ``NUMBA_CUBE_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/numba_cube`` (``~/.cache/numba_cube``).
-    Generated code is code that will run, so a directory that another user owns or can write to
-    is refused: a private temporary directory is used instead, with a warning.
+_CACHE_DIR_VAR = "NUMBA_CUBE_CACHE_DIR"
+
+
+def cache_root() -> Path:
+    """The user's private numba_cube cache directory, with its ``__pycache__``: the one place
+    that decides where generated code, Numba's cache of it and ``autotune.json`` live.
+
+    ``NUMBA_CUBE_CACHE_DIR`` if set, else platformdirs' user cache directory for ``numba_cube``
+    (``$XDG_CACHE_HOME/numba_cube``, i.e. ``~/.cache/numba_cube`` on Linux). A missing directory
+    is created with mode 0o700. The cache holds code that will run and pickles that will be
+    loaded, so a directory (root or ``__pycache__``) that another user owns or that group or
+    others can write to is refused: a private temporary directory is used instead for this
+    process, with a warning (once per refused directory), because anyone who can write there
+    could plant code.
     """
-    raw = get_str("NUMBA_CUBE_CACHE_DIR")
+    configured = _configured_cache_root()
+    problem = _make_private(configured)
+    if problem is None:
+        return configured
+    return _fall_back(configured, problem)
+
+
+def _configured_cache_root() -> Path:
+    raw = get_str(_CACHE_DIR_VAR)
     if raw:
-        root = Path(raw).expanduser()
-    else:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        root = Path(base) / "numba_cube"
+        return Path(raw).expanduser()
+    import platformdirs            # only here: most imports of numba_cube never need it
+
+    return Path(platformdirs.user_cache_dir("numba_cube", appauthor=False))
+
+
+def _make_private(root: Path) -> str | None:
+    """Create ``root`` and its private subdirectories if missing; why they must not be used,
+    or None if every one of them is private to this user."""
+    for path in (root, *(root / sub for sub in PRIVATE_SUBDIRS)):
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.mkdir(mode=0o700)
+            os.chmod(path, 0o700)           # mkdir's mode is filtered by the umask
+        except FileExistsError:
+            pass                            # an existing directory is judged, never chmodded
+        except OSError as exc:
+            return f"cannot create {str(path)!r} ({exc})"
+        problem = _private_dir_problem(path)
+        if problem is not None:
+            return f"{str(path)!r} is not private to this user: {problem}"
+    return None
+
+
+def _private_dir_problem(path: Path) -> str | None:
+    """Why ``path`` must not hold files numba_cube executes or unpickles, or None if it is a
+    directory owned by this user that neither group nor others can write to."""
     try:
-        root.mkdir(mode=0o700, parents=True, exist_ok=True)
-        st = root.stat()
-        if st.st_uid != os.getuid() or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-            raise PermissionError(f"{root} is not private to this user")
+        st = os.stat(path)
     except OSError as exc:
-        global _fallback_root
-        if _fallback_root is None:
-            _fallback_root = Path(tempfile.mkdtemp(prefix="numba_cube-"))
-            warnings.warn(f"numba_cube cache directory unusable ({exc}); using {_fallback_root}",
-                          RuntimeWarning, stacklevel=2)
-        return _fallback_root
-    return root
+        return f"cannot stat it ({exc})"
+    if not stat.S_ISDIR(st.st_mode):
+        return "it is not a directory"
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        return f"it is owned by another user (uid {st.st_uid})"
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"it is writable by group or others (mode {stat.S_IMODE(st.st_mode):#o})"
+    return None
+
+
+def _fall_back(configured: Path, problem: str) -> Path:
+    global _fallback_root
+    # One private temporary directory per process serves every refused directory; the
+    # warning is given once per refused directory, so a changed setting is reported again.
+    with _fallback_lock:
+        if _fallback_root is None or _make_private(_fallback_root) is not None:
+            _fallback_root = Path(tempfile.mkdtemp(prefix="numba_cube-"))     # mode 0o700
+            _make_private(_fallback_root)
+        fallback, first = _fallback_root, ("cache dir", str(configured)) not in _warned
+        _warned.add(("cache dir", str(configured)))
+    if first:
+        warnings.warn(f"numba_cube: not using cache directory {str(configured)!r}: {problem}; "
+                      f"using the private temporary directory {str(fallback)!r} for this "
+                      f"process instead (set {_CACHE_DIR_VAR} to a private directory to keep "
+                      f"compiled kernels and autotune results across runs)",
+                      RuntimeWarning, stacklevel=3)
+    return fallback
 
 
 _fallback_root: Path | None = None
+_fallback_lock = threading.Lock()      # threads that are refused together share one directory

@@ -7,11 +7,12 @@ cheap, always on, and per thread so parallel tests do not see each other's launc
 from __future__ import annotations
 
 import collections
+import contextlib
 import threading
 
 from .backends.base import HostBackend as _HostBackend
 
-__all__ = ["launched", "clear_launched", "take_turns"]
+__all__ = ["launched", "clear_launched", "record_launches", "take_turns"]
 
 _local = threading.local()
 _LOG_LENGTH = 1024  # bounded: a long-running program must not grow a log nobody reads
@@ -38,6 +39,24 @@ def launched() -> list[str]:
 
 def clear_launched() -> None:
     _log().clear()
+
+
+@contextlib.contextmanager
+def record_launches():
+    """``with record_launches() as ids:``: on exit, ``ids`` lists every kernel id this thread
+    launched inside the block, in order (not only the last 1024), and ``launched()`` shows them
+    too, as if nothing had watched. Costs nothing per launch (the block gets its own unbounded
+    log, appended to the outer one on exit); blocks nest. Autotune uses it to learn which
+    kernels a candidate launches."""
+    outer = _log()
+    inner = _local.log = collections.deque()
+    ids: list[str] = []
+    try:
+        yield ids
+    finally:
+        ids.extend(inner)
+        outer.extend(inner)
+        _local.log = outer
 
 
 def take_turns(steps, issue, threads: int = 4, timeout: float = 120.0) -> None:

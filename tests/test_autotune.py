@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
 import threading
 import uuid
+import warnings
 
 import numpy as np
 import pytest
@@ -153,3 +155,141 @@ def test_decorator_form():
     scaled(client, x, out)
     assert scaled.result(client, x, out).best in {"tpb=32", "tpb=128"}
     np.testing.assert_array_equal(client.read(out), 2.0 * np.arange(1000.0))
+
+
+# ---- autotune.json of the wrong shape -----------------------------------------------------------
+
+def two_candidates(name):
+    """A tuner of the fast and slow scale kernels (no failing one: quicker to tune)."""
+    def fast(client, x, out):
+        client.launch(scale, (out.size + 127) // 128, 128, x, out)
+
+    def slow(client, x, out):
+        client.launch(scale_slow, (out.size + 127) // 128, 128, x, out)
+
+    return cube.Tuner(name, {"fast": fast, "slow": slow},
+                      key=lambda x, out: cube.pow2_bucket(out.size), samples=2)
+
+
+@pytest.mark.parametrize("content", ["{truncated", "[]", '{"x": 1}', "entries of the wrong shape"])
+def test_malformed_autotune_json_does_not_break_the_tuner(tmp_path, monkeypatch, content):
+    """A malformed autotune.json (bad JSON, valid JSON of the wrong shape, or entries of the wrong
+    shape) is reported with one warning, ignored (the key is tuned again, the results are right),
+    and rewritten well-formed by the save that follows."""
+    monkeypatch.setenv("NUMBA_CUBE_CACHE_DIR", str(tmp_path))
+    client = cube.client("cpu")
+    path = tmp_path / "autotune.json"
+    x = client.create(np.arange(256.0))
+    out = client.create(np.zeros(256))
+    if content == "entries of the wrong shape":
+        two_candidates("shape")(client, x, out)                 # a real entry, then mangled
+        data = json.loads(path.read_text())
+        path.write_text(json.dumps({k: {**v, "launched": 7} for k, v in data.items()}))
+    else:
+        path.write_text(content)
+    tuner = two_candidates("shape")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tuner(client, x, out)
+        two_candidates("shape")(client, x, out)                 # a new tuner reads the file again
+    reports = [str(w.message) for w in caught if "autotune.json" in str(w.message)]
+    assert len(reports) == 1, reports
+    assert tuner.result(client, x, out).from_cache is False
+    np.testing.assert_array_equal(client.read(out), 2.0 * np.arange(256.0))
+    data = json.loads(path.read_text())
+    assert isinstance(data, dict) and len(data) == 1
+    (entry,) = data.values()
+    assert entry["best"] in {"fast", "slow"} and entry["launched"] == sorted(
+        {scale.id} if entry["best"] == "fast" else {scale_slow.id})
+
+
+# ---- a result is dropped when the winner's code changes -----------------------------------------
+
+_factory_kernels: dict = {}
+
+
+def factory_kernel(factor, work):
+    """A kernel computing ``factor * x``, with ``work`` iterations of busywork per element; both
+    are closure constants, so they are part of the compiled code (and of ``Kernel.id``)."""
+    if (factor, work) not in _factory_kernels:
+        @cube.kernel
+        def scaled(x, out):
+            i = cuda.grid(1)
+            if i < out.size:
+                acc = 0.0
+                for k in range(work):
+                    acc += x[i] * 1e-9
+                out[i] = factor * x[i] + acc * 0.0
+        _factory_kernels[factor, work] = scaled
+    return _factory_kernels[factor, work]
+
+
+TABLE: dict = {}     # what the candidates launch; tests rebind its entries ("the code changes")
+
+
+def table_tuner(name):
+    def a(client, x, out):
+        client.launch(TABLE["a"], (out.size + 127) // 128, 128, x, out)
+
+    def b(client, x, out):
+        client.launch(TABLE["b"], (out.size + 127) // 128, 128, x, out)
+
+    return cube.Tuner(name, {"a": a, "b": b}, key=lambda x, out: cube.pow2_bucket(out.size),
+                      samples=2)
+
+
+def install(factor, fast):
+    """Make candidate ``fast`` cheap and the other one slow, both computing ``factor * x``."""
+    for name in ("a", "b"):
+        TABLE[name] = factory_kernel(factor, 0 if name == fast else 20000)
+
+
+@pytest.mark.parametrize("reuse", ["memory", "disk"])
+def test_stale_winner_is_not_reused_after_the_code_changes(tmp_path, monkeypatch, reuse):
+    """Each result records the kernel ids its winner launched. When a call reusing the result
+    (the same tuner's memory, or autotune.json read by a new tuner) sees the winner launch other
+    kernels (the factory's closure constants changed), the result is dropped and the key is
+    tuned again: the new fastest candidate wins, and the outputs follow the new code."""
+    monkeypatch.setenv("NUMBA_CUBE_CACHE_DIR", str(tmp_path))
+    client = cube.client("cpu")
+    xs = np.arange(4096.0)
+    x, out = client.create(xs), client.create(np.zeros(4096))
+    install(2.0, fast="a")
+    first = table_tuner("stale")
+    first(client, x, out)
+    tuned = first.result(client, x, out)
+    assert tuned.best == "a" and tuned.launched == {TABLE["a"].id}
+    np.testing.assert_array_equal(client.read(out), 2.0 * xs)
+
+    install(3.0, fast="b")                                     # new code: now "b" is the fast one
+    tuner = first if reuse == "memory" else table_tuner("stale")
+    if reuse == "disk":
+        assert tuner.tune(client, x, out).from_cache and tuner.tune(client, x, out).best == "a"
+    tuner(client, x, out)                                      # runs the stale winner, notices
+    np.testing.assert_array_equal(client.read(out), 3.0 * xs)
+    retuned = tuner.result(client, x, out)
+    assert retuned.best == "b" and not retuned.from_cache and retuned.launched == {TABLE["b"].id}
+    stored = json.loads((tmp_path / "autotune.json").read_text())
+    assert [e["launched"] for e in stored.values()] == [[TABLE["b"].id]]
+
+    out2 = client.create(np.zeros(4096))
+    tuner(client, x, out2)                                     # the new winner, no retuning
+    assert tuner.result(client, x, out2) is retuned
+    np.testing.assert_array_equal(client.read(out2), 3.0 * xs)
+
+
+def test_launching_fewer_kernels_is_not_a_change(tmp_path, monkeypatch):
+    """A call in which the winner launches nothing (a zero-size launch is skipped before it is
+    logged) keeps the result: only a kernel the winner did not launch when tuned means new code."""
+    monkeypatch.setenv("NUMBA_CUBE_CACHE_DIR", str(tmp_path))
+    client = cube.client("cpu")
+
+    def maybe(client, x, out):
+        if out.size > 1:
+            client.launch(scale, (out.size + 127) // 128, 128, x, out)
+
+    tuner = cube.Tuner(f"fewer-{RUN}", {"maybe": maybe}, key=lambda x, out: 0, samples=1)
+    tuner(client, client.create(np.ones(512)), client.create(np.zeros(512)))
+    tuned = tuner.result(client, None, None)
+    tuner(client, client.create(np.ones(1)), client.create(np.zeros(1)))
+    assert tuner.result(client, None, None) is tuned

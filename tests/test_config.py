@@ -110,3 +110,20 @@ def test_cache_root_refuses_a_directory_others_can_write(monkeypatch, tmp_path):
     assert root != shared and root.exists()
     monkeypatch.setenv("NUMBA_CUBE_CACHE_DIR", str(tmp_path / "mine"))
     assert config.cache_root() == tmp_path / "mine"
+
+
+def test_cache_root_default_is_platformdirs_and_includes_a_private_pycache(monkeypatch, tmp_path):
+    """Without NUMBA_CUBE_CACHE_DIR the cache is platformdirs' user cache directory for
+    numba_cube (``$XDG_CACHE_HOME/numba_cube`` on Linux); the root and its ``__pycache__`` (Numba's
+    cache of the generated modules) are created 0o700."""
+    import os
+    import stat
+
+    import platformdirs
+
+    monkeypatch.delenv("NUMBA_CUBE_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    expected = Path(platformdirs.user_cache_dir("numba_cube", appauthor=False))
+    assert config.cache_root() == expected
+    for path in (expected, expected / "__pycache__"):
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o700

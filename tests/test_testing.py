@@ -35,3 +35,20 @@ def test_take_turns_reraises_the_first_failure_and_stops_the_rest():
     with pytest.raises(ValueError, match="boom"):
         take_turns([(0, "x"), (1, "boom"), (0, "y"), (1, "z")], issue, threads=2)
     assert ran == [0]
+
+
+def test_record_launches_sees_the_blocks_launches_and_leaves_the_log_whole():
+    """``record_launches`` lists the kernel ids noted inside the block (nested blocks too, past
+    the log's 1024 bound) and ``launched()`` afterwards reads as if nobody had recorded."""
+    from numba_cube import testing
+
+    testing.clear_launched()
+    testing.note_launch("before")
+    with testing.record_launches() as outer:
+        testing.note_launch("a")
+        with testing.record_launches() as inner:
+            for _ in range(1500):
+                testing.note_launch("b")
+        assert inner == ["b"] * 1500
+    assert outer == ["a"] + ["b"] * 1500
+    assert testing.launched() == (["before", "a"] + ["b"] * 1500)[-1024:]

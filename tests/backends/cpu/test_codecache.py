@@ -101,6 +101,35 @@ def test_unsafe_cache_dir_is_not_used(cache_dir):
     assert os.listdir(cache_dir) == []
 
 
+@pytest.mark.parametrize("problem", ["writable by others", "owned by another user"])
+def test_unsafe_pycache_is_not_used(cache_dir, problem):
+    """Numba's cache directory ``<cache dir>/__pycache__`` is held to the same rule as the cache
+    dir: group/world-writable or owned by another user, it is refused (the whole cache moves to
+    a private temp dir, with a warning) and nothing is read from or written to it."""
+    if problem == "owned by another user" and os.getuid() != 0:
+        pytest.skip("giving a directory to another user needs root")
+    pycache = cache_dir / "__pycache__"
+    pycache.mkdir(parents=True)
+    os.chmod(cache_dir, 0o700)
+    if problem == "writable by others":
+        os.chmod(pycache, 0o777)
+    else:
+        os.chmod(pycache, 0o700)
+        os.chown(pycache, 54321, -1)
+    value = 6.5 if problem == "writable by others" else 7.5     # a module not imported yet
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        prog = build_program(make_kernel(value))
+        a = np.zeros(3)
+        prog.serial(1, 1, 1, 4, 1, 1, a)
+    assert (a == value).all()
+    assert not prog.path.startswith(str(cache_dir))
+    assert os.listdir(pycache) == [] and os.listdir(cache_dir) == ["__pycache__"]
+    assert os.listdir(os.path.join(os.path.dirname(prog.path), "__pycache__"))   # used instead
+    assert any("__pycache__" in str(w.message) and problem.split()[0] in str(w.message)
+               for w in caught), [str(w.message) for w in caught]
+
+
 def test_concurrent_writers_never_tear_the_file(cache_dir):
     """Many threads publishing the same text end with one intact file (link/replace, no
     partial writes)."""
@@ -145,18 +174,29 @@ SCRIPT = textwrap.dedent("""
 
 def test_second_process_hits_numbas_cache(cache_dir, tmp_path):
     """A second process loading the same generated module gets the compiled code from Numba's
-    on-disk cache (index file in <cache dir>/__pycache__, cache_hits > 0)."""
+    on-disk cache (index file in <cache dir>/__pycache__, cache_hits > 0). Corrupt index and data
+    files make the next process recompile (it still works), and the process after it hits the
+    rewritten entries again."""
     script = tmp_path / "child.py"
     script.write_text(SCRIPT.format(here=HERE))
     env = dict(os.environ, NUMBA_CUBE_CACHE_DIR=str(cache_dir))
     env.pop("NUMBA_CACHE_DIR", None)
-    runs = [subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                           env=env, timeout=300) for _ in range(2)]
-    for r in runs:
+
+    def run():
+        r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                           env=env, timeout=300)
         assert r.returncode == 0, r.stderr[-2000:]
-    first, second = (r.stdout.split() for r in runs)
+        return r.stdout.split()
+
+    first, second = run(), run()
     assert first[0] == "HITS" and first[1] == "0"
     assert int(second[1]) > 0
     assert first[2] == second[2]
-    index = [p for p in os.listdir(cache_dir / "__pycache__") if p.endswith(".nbi")]
+    pycache = cache_dir / "__pycache__"
+    index = [p for p in os.listdir(pycache) if p.endswith(".nbi")]
     assert any(p.startswith(os.path.basename(first[2])[:-3]) for p in index), index
+    for name in os.listdir(pycache):
+        if name.endswith((".nbi", ".nbc")):
+            (pycache / name).write_bytes(b"\x80\x04garbage")
+    assert run()[1] == "0"
+    assert int(run()[1]) > 0
