@@ -28,8 +28,10 @@ import logging as _logging
 
 from .autotune import Tuner, TuneResult, autotune, pow2_bucket
 from .backends.base import BACKEND_API_VERSION
-from .errors import (BackendNotFound, CaptureError, CompileError, CubeError, DeviceFault,
-                     ForeignHandleError, LaunchArgumentError, LaunchFailure)
+from .errors import (BackendNotFound, CaptureError, CompileError, CubeError, CubeWarning, DeviceFault,
+                     DTypeError, ForeignHandleError, LaunchArgumentError, LaunchFailure,
+                     LaunchModeError, OptionError, ShapeError, StreamIdError,
+                     UnrecordedFailureWarning)
 from .hookspecs import hookimpl
 from .kernel.kernel import Kernel, kernel
 from .runtime.client import Client
@@ -60,5 +62,8 @@ __all__ = [
     "remove_task_observer", "hookimpl", "BACKEND_API_VERSION",
     # errors
     "CubeError", "LaunchFailure", "CompileError", "ForeignHandleError", "CaptureError",
-    "DeviceFault", "BackendNotFound", "LaunchArgumentError",
+    "DeviceFault", "BackendNotFound", "LaunchArgumentError", "DTypeError", "ShapeError",
+    "StreamIdError", "OptionError", "LaunchModeError",
+    # warnings
+    "CubeWarning", "UnrecordedFailureWarning",
 ]

@@ -10,11 +10,27 @@ code that does not know about numba_cube (the httpx / attrs convention)::
      ├── ForeignHandleError     also a ValueError; raised on the issuing thread
      ├── CaptureError           raised by stop_capture / start_capture
      ├── DeviceFault            raised by sync(); the device or its thread is broken
-     └── BackendNotFound        also a LookupError
+     ├── BackendNotFound        also a LookupError
+     ├── LaunchArgumentError    also a TypeError; a launch's arguments do not fit the kernel
+     ├── DTypeError             also a TypeError; a buffer dtype kernels cannot use (object)
+     ├── ShapeError             also a ValueError; a negative, non-integer or too large shape
+     ├── StreamIdError          also a TypeError; a stream id that is not a StreamId
+     ├── OptionError            also a TypeError; a client option the backend does not know
+     └── LaunchModeError        also a RuntimeError; a dry_run/real_run exited without its enter
 
-Launch-time argument mistakes (wrong count or type of arguments) are ``LaunchArgumentError``,
-a ``CubeError`` and a ``TypeError``: they are raised on the issuing thread, before the hand-off,
-because the server has no channel to report them back.
+    CubeWarning                 also a UserWarning
+     └── UnrecordedFailureWarning   also a RuntimeWarning; a failure with no buffer to live on
+
+Bad input is refused on the issuing thread, before the hand-off, because the server has no
+channel to report it back (and must not be broken by it): launch-time argument mistakes (wrong
+count or type of arguments, a bad dynamic count buffer) are ``LaunchArgumentError``; a buffer
+that cannot be made is ``DTypeError`` or ``ShapeError``. A launch beyond CUDA's launch limits is
+the exception: it is a failure on its write set (root: a ``LaunchArgumentError`` naming the
+limit), as the CUDA driver would refuse it when the launch is dispatched.
+
+A launch that fails and writes no buffer has nowhere to record its failure: a numba-style launch
+raises it at the call; ``client.launch`` reports it as an ``UnrecordedFailureWarning`` (see
+``runtime/outcomes.py``), which ``-W error::numba_cube.UnrecordedFailureWarning`` makes fatal.
 """
 
 from __future__ import annotations
@@ -28,6 +44,13 @@ __all__ = [
     "DeviceFault",
     "BackendNotFound",
     "LaunchArgumentError",
+    "DTypeError",
+    "ShapeError",
+    "StreamIdError",
+    "OptionError",
+    "LaunchModeError",
+    "CubeWarning",
+    "UnrecordedFailureWarning",
 ]
 
 
@@ -62,17 +85,69 @@ class LaunchFailure(CubeError):
     ``root`` is the original exception (the first failure of the chain), ``kernel_id`` the kernel
     whose launch failed first, and ``chain`` the ids of the launches the failure travelled through
     to reach this buffer, root first.
+
+    A ``LaunchFailure`` is also an instance of its root's class where that class allows it
+    (``LaunchFailure[ZeroDivisionError]`` derives from both): numba.cuda raises a kernel's own
+    exception, so ``except IndexError`` around a numba-style launch keeps working, and
+    ``except cube.LaunchFailure`` catches every launch failure whatever its root.
     """
+
+    def __new__(cls, root: BaseException, kernel_id: str | None = None,
+                chain: tuple[str, ...] = ()):
+        if cls is LaunchFailure:
+            cls = _with_root_class(type(root))
+        # BaseException's own __new__, not the root class's: OSError's, for one, would read the
+        # arguments as (errno, strerror, filename).
+        return BaseException.__new__(cls)
+
+    def __reduce__(self):
+        # The combined classes are made at run time: rebuild through __new__, which makes the
+        # same class again in the process that unpickles it (a Dask worker, say).
+        return (LaunchFailure, (self.root, self.kernel_id, self.chain))
 
     def __init__(self, root: BaseException, kernel_id: str | None,
                  chain: tuple[str, ...] = ()):
+        # The root's own attributes (a CompileError's ``construct`` and ``lineno``, a user
+        # exception's fields) read the same through the failure as through the root.
+        for name, value in getattr(root, "__dict__", {}).items():
+            setattr(self, name, value)
         self.root = root
         self.kernel_id = kernel_id
         self.chain = tuple(chain)
         msg = f"kernel {kernel_id!r} failed: {type(root).__name__}: {root}"
         if len(self.chain) > 1:
             msg += "\n  reached this buffer through: " + " -> ".join(self.chain)
-        super().__init__(msg)
+        # Not super(): the next class may be the root's, whose __init__ takes its own arguments.
+        Exception.__init__(self, msg)
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+_ROOT_CLASSES: dict = {}
+
+
+def _with_root_class(root_type: type) -> type:
+    """``LaunchFailure`` combined with ``root_type``, or ``LaunchFailure`` itself where the two
+    cannot be combined: a root that is already a ``LaunchFailure``, one that is not an
+    ``Exception`` (``KeyboardInterrupt``), ``StopIteration`` (which changes meaning inside
+    generators), or one whose instances need their class's own
+    ``__new__`` (``OSError``).
+    The root class's own ``__init__`` and ``__str__`` are never used (``LaunchFailure`` comes
+    first and initialises the exception itself), so any exception class combines."""
+    combined = _ROOT_CLASSES.get(root_type)
+    if combined is None:
+        combined = LaunchFailure
+        if (issubclass(root_type, Exception) and not issubclass(root_type, LaunchFailure)
+                and not issubclass(root_type, (StopIteration, StopAsyncIteration))):
+            try:
+                combined = type(f"LaunchFailure[{root_type.__name__}]", (LaunchFailure, root_type),
+                                {"__module__": __name__, "__doc__": LaunchFailure.__doc__})
+                BaseException.__new__(combined)      # refused where the root's layout needs its own
+            except TypeError:
+                combined = LaunchFailure
+        _ROOT_CLASSES[root_type] = combined
+    return combined
 
 
 class ForeignHandleError(CubeError, ValueError):
@@ -93,3 +168,45 @@ class BackendNotFound(CubeError, LookupError):
 
 class LaunchArgumentError(CubeError, TypeError):
     """A launch's arguments do not fit the kernel (count, type, geometry)."""
+
+
+class DTypeError(CubeError, TypeError):
+    """A buffer of this dtype cannot be made: it would hold Python objects (``dtype=object``),
+    which have no meaning in device memory and no kernel type; or the dtype is not one NumPy
+    understands."""
+
+
+class ShapeError(CubeError, ValueError):
+    """A buffer of this shape cannot be made: a negative or non-integer dimension, or a byte size
+    beyond what one buffer can address. Nothing was allocated."""
+
+
+class StreamIdError(CubeError, TypeError):
+    """A stream id that is not a ``StreamId`` (make one with ``cube.StreamId.new()``)."""
+
+
+class OptionError(CubeError, TypeError):
+    """A client option the device's backend does not know (``cube.client("cpu", boundcheck=True)``);
+    the message lists the ones it knows."""
+
+
+class LaunchModeError(CubeError, RuntimeError):
+    """A ``dry_run``/``real_run`` was exited without being entered (or exited twice, or on another
+    thread than the one that entered a real run). The launch-mode depths are left as they were."""
+
+
+class CubeWarning(UserWarning):
+    """Base class of every warning numba_cube issues."""
+
+
+class UnrecordedFailureWarning(CubeWarning, RuntimeWarning):
+    """A ``client.launch`` failed and wrote no buffer its failure could be recorded on.
+
+    ``failure`` is the ``LaunchFailure`` (``.root``, ``.kernel_id``) a read would have raised.
+    Issued on the launching thread at its next ``read``/``read_many``/``sync_buffers``/``sync``,
+    or at any thread's next ``sync()`` (``runtime/outcomes.py`` says why).
+    """
+
+    def __init__(self, message: str, failure: LaunchFailure | None = None):
+        super().__init__(message)
+        self.failure = failure

@@ -83,6 +83,25 @@ def test_error_tree_matches_api_md():
     assert set(errors.__all__) <= set(cube.__all__)
 
 
+def test_bad_input_errors_and_warnings_are_exported_with_their_builtins():
+    """The typed errors of bad input derive from CubeError and from the builtin that names the
+    situation (so ``except TypeError`` keeps working), and the warning for a failure no buffer
+    carries is a CubeWarning and a RuntimeWarning; all are top-level names (``-W
+    error::numba_cube.UnrecordedFailureWarning`` needs that)."""
+    from numba_cube import errors
+
+    for name, builtin in (("LaunchArgumentError", TypeError), ("DTypeError", TypeError),
+                          ("ShapeError", ValueError), ("StreamIdError", TypeError),
+                          ("OptionError", TypeError), ("LaunchModeError", RuntimeError)):
+        cls = getattr(cube, name)
+        assert cls is getattr(errors, name) and name in cube.__all__
+        assert cls.__bases__ == (cube.CubeError, builtin)
+    assert issubclass(cube.CubeWarning, UserWarning)
+    assert cube.UnrecordedFailureWarning.__bases__ == (cube.CubeWarning, RuntimeWarning)
+    failure = cube.LaunchFailure(ValueError("x"), "k-1")
+    assert cube.UnrecordedFailureWarning("lost", failure).failure is failure
+
+
 def test_plugin_surface():
     """``numba_cube.hookimpl`` is the marker of the ``numba_cube`` project, and the hook
     specifications api.md requires exist (backend registration and a launch observer)."""

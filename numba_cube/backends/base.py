@@ -33,6 +33,11 @@ class HostBackend(abc.ABC):
     #: short backend name, e.g. "cpu"
     name: str = "?"
 
+    #: The client options (``cube.client(device, **options)``) ``compile`` understands; a client
+    #: with any other option is refused (``OptionError``) rather than compiling as if it were
+    #: not there. ``boundscheck`` is the runtime's portable one; a plugin adds its own here.
+    compile_options: frozenset = frozenset({"boundscheck"})
+
     def allocate(self, nbytes: int) -> Any:
         """Fresh memory of ``nbytes`` bytes, 64-byte aligned. The default is host memory: NumPy
         bytes, over-allocated and sliced so every buffer starts on the pool alignment (the

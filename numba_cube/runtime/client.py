@@ -10,15 +10,22 @@ The gates of a launch, in this order:
 1. a static grid with a zero dimension returns at once (nothing compiled, claimed or queued);
 2. every buffer binding, and the dynamic count's, must belong to this device, else
    ``ForeignHandleError`` right here: memory coordinates of another device are garbage there;
+   scalars get the types numba.cuda gives them (``arguments.py``);
 3. the kernel id goes to this thread's launched log (``numba_cube.testing.launched``);
-4. the launch mode is computed (``modes.launch_mode``);
+4. the launch mode is computed (``modes.launch_mode``); a skipped launch is announced to the
+   dry runs open now, which wait for the server to have compiled it;
 5. launch observers are notified, the last point at which the caller's context exists;
-6. the launch is submitted, asynchronously.
+6. the launch is submitted, asynchronously (``launch``), or blocking, handing back its own
+   outcome (``launch_and_wait``: the numba-style launch, which is synchronous by contract).
+
+A failure that no buffer can carry (the launch writes nothing) is reported as an
+``UnrecordedFailureWarning`` by this thread's next ``read``/``read_many``/``sync_buffers`` and by
+any thread's next ``sync()`` (``outcomes.py`` says why there).
 """
 
 from __future__ import annotations
 
-import numbers
+import threading
 from typing import Any
 
 import numpy as np
@@ -27,18 +34,21 @@ from .. import testing
 from ..errors import ForeignHandleError, LaunchArgumentError
 from ..kernel.kernel import Kernel, kernel as make_kernel
 from . import observers, profiling
+from .arguments import bind_arguments
 from .geometry import CubeCount, CubeDim
-from .handle import Allocation, Binding, Handle
-from .modes import launch_mode
-from .server import LaunchRequest
-from .streams import StreamId
+from .handle import Allocation, Binding, Handle, buffer_dtype, buffer_nbytes, buffer_shape
+from .modes import LaunchMode, claim_skipped_launch, launch_mode
+from .outcomes import LaunchOutcome
+from .requests import LaunchRequest
+from .streams import StreamId, stream_id_or_none
 from .streams import _local as _thread_streams
 from .watchers import WATCHING
 
 __all__ = ["Client"]
 
-# Python scalars and how they travel: one fixed type each, so the compiled signature is stable.
-_PLAIN_SCALARS = {int: np.int64, float: np.float64, bool: np.bool_, complex: np.complex128}
+# warnings.warn's stacklevel, counted from UnrecordedFailures.report, that points at the user's
+# call of the client method that reports (report <- _report_unrecorded <- method <- user).
+_USER_FRAME = 3
 
 
 class Client:
@@ -66,7 +76,9 @@ class Client:
 
         Returning a new client rather than pinning in place keeps ``cube.client("cpu")`` (one object
         per device, shared by every thread) from being re-pinned under another thread's feet.
+        Anything but a ``StreamId`` or ``None`` is ``StreamIdError`` (a ``TypeError``).
         """
+        stream_id_or_none(stream_id, "set_stream()")
         return Client(self.server, options=self.options, pinned=stream_id)
 
     def __repr__(self) -> str:
@@ -88,15 +100,21 @@ class Client:
 
     # -- buffers ---------------------------------------------------------------------------------------
     def empty(self, shape, dtype=np.float64) -> Handle:
-        shape = (shape,) if isinstance(shape, numbers.Integral) else tuple(int(s) for s in shape)
-        dtype = np.dtype(dtype)
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        """A new buffer of ``shape`` and ``dtype``, contents undefined. ``ShapeError`` for a negative
+        or non-integer dimension or a byte size no buffer can address, ``DTypeError`` for a dtype
+        of Python objects; nothing is allocated then. Inside a capture window, ``CaptureError``
+        when the pool has no free block that fits."""
+        shape = buffer_shape(shape)
+        dtype = buffer_dtype(dtype)
+        nbytes = buffer_nbytes(shape, dtype)
         memory_id = self.server.channel.call(self.server.op_alloc, nbytes, self.stream_id)
         return Handle(Allocation(self.server, memory_id, nbytes), 0, shape, dtype)
 
     def create(self, data) -> Handle:
-        """A new buffer holding a copy of ``data`` (anything ``numpy.asarray`` takes)."""
+        """A new buffer holding a copy of ``data`` (anything ``numpy.asarray`` takes, but not an
+        array of Python objects: ``DTypeError``)."""
         arr = np.asarray(data)
+        buffer_dtype(arr.dtype)
         if not arr.flags.c_contiguous:
             arr = np.ascontiguousarray(arr)  # (ascontiguousarray alone would make 0-d arrays 1-d)
         handle = self.empty(arr.shape, arr.dtype)
@@ -126,6 +144,7 @@ class Client:
         self._refuse_in_capture("a read")
         for task in self.server.channel.call(self.server.op_wait_read, (b,)):
             task.wait()
+        self._report_unrecorded(every_thread=False)
         failure = self.server.failure_of(b)
         if failure is not None:
             raise failure.to_exception()
@@ -136,6 +155,7 @@ class Client:
         self._refuse_in_capture("a read")
         for task in self.server.channel.call(self.server.op_wait_read, bindings):
             task.wait()
+        self._report_unrecorded(every_thread=False)
         out = []
         for b in bindings:
             failure = self.server.failure_of(b)
@@ -157,6 +177,7 @@ class Client:
         self._refuse_in_capture("sync_buffers")
         for task in self.server.channel.call(self.server.op_wait_all_users, bindings):
             task.wait()
+        self._report_unrecorded(every_thread=False)
         answers = []
         for b in bindings:
             failure = self.server.failure_of(b)
@@ -165,7 +186,8 @@ class Client:
 
     def sync(self) -> None:
         """Wait for all work on the device. Raises ``DeviceFault`` only (launch failures live on
-        buffers, and no buffer could carry a broken device)."""
+        buffers, and no buffer could carry a broken device); a failure no buffer carries, of any
+        thread's launch, is reported as an ``UnrecordedFailureWarning`` here."""
         self._refuse_in_capture("sync")
         fault = self.server.device_fault()
         if fault is None:
@@ -174,11 +196,18 @@ class Client:
             fault = self.server.device_fault()
         if fault is not None:
             raise fault
+        self._report_unrecorded(every_thread=True)
+
+    def _report_unrecorded(self, every_thread: bool) -> None:
+        unrecorded = self.server.unrecorded
+        if unrecorded:          # the common case: one truth test
+            unrecorded.report(None if every_thread else threading.get_ident(), _USER_FRAME)
 
     # -- launch ---------------------------------------------------------------------------------------
     def launch(self, kernel, count, dim, *args) -> None:
         """Launch ``kernel`` on ``count`` cubes of ``dim`` units. Returns nothing: a failure is
-        recorded on the buffers the launch should have written."""
+        recorded on the buffers the launch should have written (one that writes none is reported
+        as an ``UnrecordedFailureWarning``)."""
         server = self.server
         fast = self._fast
         if fast is not None and not WATCHING[0] and server.exclusive.owner is None:
@@ -199,14 +228,51 @@ class Client:
             raw = (kernel, count, dim, args)
         else:
             raw = None
-        raw_kernel = kernel
+        req = self._request(kernel, count, dim, args, raw, None)
+        if req is None:
+            return
+        prof = profiling.active_profile(req.stream) if profiling.ACTIVE[0] else None
+        if prof is None:
+            self._submit(req, blocking=False)               # gate 6
+            return
+        # Profiled: submit blocking and carry the timing back. If the server records the launch
+        # into a capture instead (a capture opened inside the profile), no task comes back: the
+        # launch was recorded, not lost.
+        profiling.note_duration(prof, req.kernel.id, self._submit(req, blocking=True))
+
+    def launch_and_wait(self, kernel, count, dim, *args) -> None:
+        """Launch, wait for this launch (not for other work), and raise its ``LaunchFailure`` if it
+        failed (its own failure, or the one it inherited from an input), whether or not it writes
+        a buffer: what a numba-style ``kernel[count, dim](...)`` does. Inside a dry run it is
+        compiled and skipped (the dry run lists a failure); on a stream that is capturing, it is
+        recorded."""
+        outcome = LaunchOutcome()
+        req = self._request(kernel, count, dim, args, None, outcome)
+        if req is None:
+            return
+        prof = profiling.active_profile(req.stream) if profiling.ACTIVE[0] else None
+        task = self._submit(req, blocking=True)
+        if task is None:
+            return          # skipped (a dry run) or recorded (a capture window)
+        task.wait()
+        if prof is not None:
+            profiling.note_duration(prof, req.kernel.id, task)
+        if outcome.failure is not None:
+            raise outcome.failure.to_exception()
+
+    def _request(self, kernel, count, dim, args, raw, outcome) -> LaunchRequest | None:
+        """Gates 1-5 (module docstring): the request to submit, or None for a zero grid."""
         count = CubeCount.coerce(count)
         if count.is_zero:                                   # gate 1
-            return
+            return None
         dim = CubeDim.coerce(dim)
         if not isinstance(kernel, Kernel):
-            kernel = make_kernel(kernel)
-        bound = self._bind(kernel, args)                    # gate 2
+            try:
+                kernel = make_kernel(kernel)
+            except TypeError as exc:
+                raise LaunchArgumentError(f"client.launch needs a kernel: {exc}") from None
+        server = self.server
+        bound = bind_arguments(server, self._own, kernel, args)            # gate 2
         count_binding = self._own(count.handle) if count.is_dynamic else None
         testing.note_launch(kernel.id)                      # gate 3
         mode = launch_mode()                                # gate 4
@@ -215,25 +281,28 @@ class Client:
         if observers.active():                              # gate 5
             observers.notify_launch(self, kernel, count, dim, args, stream, mode)
             raw = None
-        if raw is not None and raw_kernel is not kernel:
-            raw = (raw_kernel,) + raw[1:]
-        req = LaunchRequest(kernel, count, dim, bound, count_binding, stream, mode, self._options_key, raw)
-        prof = profiling.active_profile(stream) if profiling.ACTIVE[0] else None
-        if prof is None:
-            server.channel.submit(server.op_launch, req)   # gate 6
-            return
-        # Profiled: submit blocking and carry the timing back. If the server records the launch
-        # into a capture instead (the profile was refused there), no task comes back: the launch
-        # was given back to the normal path, not lost.
-        task = server.channel.call(server.op_launch, req, True)
-        if task is not None:
-            task.wait()
-            if task.duration is not None:
-                prof.durations.append(profiling.KernelTiming(kernel.id, task.duration))
+        # Last, so that nothing can raise between the claim and the submission (_submit).
+        skipped = claim_skipped_launch(server, kernel.id) if mode is LaunchMode.SKIP else None
+        return LaunchRequest(kernel, count, dim, bound, count_binding, stream, mode, self._options_key,
+                             raw, threading.get_ident(), outcome, skipped)
+
+    def _submit(self, req: LaunchRequest, blocking: bool):
+        server = self.server
+        try:
+            if not blocking:
+                server.channel.submit(server.op_launch, req)
+                return None
+            return server.channel.call(server.op_launch, req, True)
+        except BaseException:
+            # The launch may never have reached the server (its thread is gone): the dry runs
+            # that skipped it must not wait for it. (Idempotent if the server got to it.)
+            if req.skipped is not None:
+                req.skipped.handled(None)
+            raise
 
     def _own(self, handle: Any) -> Binding:
-        if type(handle) is Handle and handle._alloc.server is self.server:
-            return handle._binding          # the common case, in two attribute reads
+        if type(handle) is Handle and handle.server is self.server:
+            return handle.binding()         # the common case
         if not isinstance(handle, Handle):
             raise LaunchArgumentError(f"expected a Handle, got {type(handle).__name__}")
         if handle.server is not self.server:
@@ -241,49 +310,6 @@ class Client:
                 f"handle of device {handle.device} passed to a client of device {self.device}; "
                 f"copy it first (client.create(other_client.read(handle)))")
         return handle.binding()
-
-    def _bind(self, kernel: Kernel, args: tuple) -> tuple:
-        if len(args) != len(kernel.params):
-            raise LaunchArgumentError(
-                f"kernel {kernel.name}({', '.join(kernel.params)}) takes {len(kernel.params)} "
-                f"arguments, got {len(args)}")
-        bound = []
-        server = self.server
-        for name, a in zip(kernel.params, args):
-            kind = type(a)
-            # Fast paths first (exact types, no ABC checks): a launch binds these every time.
-            if kind is Handle and a._alloc.server is server:
-                bound.append(a._binding)
-            elif kind in _PLAIN_SCALARS:
-                bound.append(_PLAIN_SCALARS[kind](a))
-            elif isinstance(a, Handle):
-                bound.append(self._own(a))
-            elif isinstance(a, (bool, np.bool_)):
-                bound.append(np.bool_(a))
-            elif isinstance(a, numbers.Integral):
-                bound.append(np.int64(a))
-            elif isinstance(a, numbers.Real):
-                bound.append(np.float64(a))
-            elif isinstance(a, numbers.Complex):
-                bound.append(np.complex128(a))
-            elif isinstance(a, np.generic) and a.dtype.kind in "biufc":
-                bound.append(a)
-            elif isinstance(a, np.ndarray):
-                raise LaunchArgumentError(
-                    f"argument {name!r} is a NumPy array: pass a Handle (client.create(array)), or "
-                    f"launch with kernel[count, dim](...) to copy host arrays in and out")
-            else:
-                # Seam for device backends: a foreign device array (e.g. one exposing
-                # __cuda_array_interface__) adopted without a copy. Only reached for types the
-                # branches above do not know, so it costs nothing on the usual path.
-                adopt = getattr(self.server, "adopt_foreign", None)
-                adopted = adopt(a) if adopt is not None else None
-                if adopted is None:
-                    raise LaunchArgumentError(
-                        f"argument {name!r} of kernel {kernel.name} has unsupported type "
-                        f"{type(a).__name__}: pass a Handle, a NumPy scalar or a Python number")
-                bound.append(self._own(adopted))
-        return tuple(bound)
 
     # -- capture, profiling, exclusive use ------------------------------------------------------------
     def _refuse_in_capture(self, what: str) -> None:
@@ -309,13 +335,11 @@ class Client:
 
     def profile(self, fn):
         """Run ``fn()``; return ``(result, durations)``, one ``KernelTiming`` per launch it issued
-        on this stream. Inside a capture window the profile is refused: the capture is doomed and
-        the launches still go the normal way (recorded), with no durations."""
+        on this stream. Inside a capture window on this stream the profile is refused: it raises
+        ``CaptureError`` without running ``fn`` (timings are no work a graph can carry), and the
+        capture is doomed like by any refused operation."""
         stream = self.stream_id
-        if self.server.captures:
-            err = self.server.channel.call(self.server.op_refuse, stream, "profiling")
-            if err is not None:
-                return fn(), []
+        self._refuse_in_capture("profiling")
         prof = profiling.open_profile(stream)
         try:
             result = fn()

@@ -4,6 +4,12 @@ A ``CubeCount`` is either static (three integers known on the issuing thread) or
 ``uint32`` (x, y, z) read from a device buffer when the launch executes (runtime.md section 5).
 Ints and tuples are accepted wherever these are expected; ``coerce`` is the one place that turns
 them into the value types, with a ``LaunchArgumentError`` (a ``TypeError``) for anything else.
+
+CUDA's launch limits live here too, for every backend: a launch one backend refuses is refused by
+all of them, the same way. A geometry beyond them is a valid *value* (it is not refused when
+made): the server fails the launch's write set with a ``LaunchArgumentError`` naming the limit,
+as the CUDA driver refuses such a launch when it is dispatched. Each value works out once, when
+it is made, which limit it breaks (``beyond_limits``), so the launch path reads one attribute.
 """
 
 from __future__ import annotations
@@ -12,12 +18,22 @@ import operator
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ..errors import LaunchArgumentError
 
-__all__ = ["CubeDim", "CubeCount"]
+__all__ = ["CubeDim", "CubeCount", "MAX_UNITS_PER_CUBE", "MAX_CUBE_DIM", "MAX_CUBE_COUNT",
+           "count_beyond_limits"]
+
+#: CUDA's launch limits (every GPU numba-cuda supports): units (threads) per cube, cube (block)
+#: dimensions, cube count (grid) dimensions.
+MAX_UNITS_PER_CUBE = 1024
+MAX_CUBE_DIM = (1024, 1024, 64)
+MAX_CUBE_COUNT = (2**31 - 1, 65535, 65535)
 
 _DIM_CACHE: dict = {}
 _COUNT_CACHE: dict = {}
+_UINT32 = np.dtype(np.uint32)
 
 
 def _plain_ints(value) -> bool:
@@ -43,6 +59,23 @@ def _three(value: Any, what: str) -> tuple[int, int, int]:
     return ints[0], ints[1], ints[2]
 
 
+def _dim_beyond_limits(dims: tuple) -> str | None:
+    units = dims[0] * dims[1] * dims[2]
+    if units > MAX_UNITS_PER_CUBE:
+        return f"a cube of {units} units {dims} exceeds the limit of {MAX_UNITS_PER_CUBE} units per cube"
+    if any(d > m for d, m in zip(dims, MAX_CUBE_DIM)):
+        return f"cube dim {dims} exceeds the per-dimension limits {MAX_CUBE_DIM}"
+    return None
+
+
+def count_beyond_limits(counts: tuple) -> str | None:
+    """Which of CUDA's grid limits ``counts`` (x, y, z) breaks, or None (also for dynamic counts
+    once they are read)."""
+    if any(c > m for c, m in zip(counts, MAX_CUBE_COUNT)):
+        return f"cube count {tuple(counts)} exceeds the grid limits {MAX_CUBE_COUNT}"
+    return None
+
+
 @dataclass(frozen=True)
 class CubeDim:
     """The shape of one cube (a CUDA block): how many units (threads) it has along x, y, z."""
@@ -55,6 +88,8 @@ class CubeDim:
         dims = _three((self.x, self.y, self.z), "CubeDim")
         if 0 in dims:
             raise LaunchArgumentError(f"CubeDim must be at least 1 in every dimension, got {dims}")
+        # Not a field (no part of equality, hashing or repr): derived from the fields once.
+        object.__setattr__(self, "beyond_limits", _dim_beyond_limits(dims))
 
     @classmethod
     def coerce(cls, value: Any) -> "CubeDim":
@@ -95,8 +130,11 @@ class CubeCount:
         # Fix (tests/runtime/test_geometry.py): a CubeCount made directly was not validated, so
         # CubeCount(-1) or CubeCount(1.5) passed the zero-grid gate and reached the backend.
         # Validate like coerce (and like CubeDim); a dynamic count's placeholder is (0, 0, 0).
+        problem = None
         if self.handle is None:
-            _three((self.x, self.y, self.z), "CubeCount")
+            problem = count_beyond_limits(_three((self.x, self.y, self.z), "CubeCount"))
+        # A dynamic count is checked when it is read (capture.resolve_count).
+        object.__setattr__(self, "beyond_limits", problem)
 
     @classmethod
     def coerce(cls, value: Any) -> "CubeCount":
@@ -119,9 +157,15 @@ class CubeCount:
         if not isinstance(handle, Handle):
             raise LaunchArgumentError(
                 f"CubeCount.dynamic needs a Handle holding three uint32, got {type(handle).__name__}")
-        if handle.nbytes < 12:
+        # Exactly three uint32, nothing else: the count is read as the bytes of three uint32 (on
+        # the GPU by the device-count kernel as a uint32[3]), so another dtype would be read as
+        # garbage (an int64 (2, 1, 1) reads as (2, 0, 1): a zero grid, silently nothing run) and
+        # fewer elements would be read past the handle. Pad a shorter count with ones.
+        if handle.dtype != _UINT32 or handle.size != 3:
             raise LaunchArgumentError(
-                f"CubeCount.dynamic needs at least 12 bytes (three uint32), the handle has {handle.nbytes}")
+                f"CubeCount.dynamic needs a handle of exactly three uint32 (x, y, z), got "
+                f"{handle.size} element(s) of {handle.dtype} (e.g. client.empty(3, np.uint32), or a "
+                f"three-element view h[i:i + 3] of a uint32 handle)")
         return cls(0, 0, 0, handle)
 
     @property

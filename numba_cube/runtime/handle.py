@@ -8,6 +8,12 @@ memory out of reuse until no stream still uses it (``memory.py``).
 A ``Binding`` is the plain-value description of one buffer argument that travels from the issuing
 thread to the server: which memory, which bytes, which shape and dtype. It is made on the issuing
 thread, and never refers back to thread-local state.
+
+``buffer_shape``, ``buffer_dtype`` and ``buffer_nbytes`` check what a new buffer is made of, on
+the issuing thread, before anything reaches the server: a dtype of Python objects, a negative or
+non-integer dimension, or a byte size no buffer can address would otherwise be allocated wrongly
+(an int64 product that wraps around allocates a few bytes for an enormous shape) or break the
+device thread.
 """
 
 from __future__ import annotations
@@ -18,7 +24,54 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["Handle", "Binding", "Allocation"]
+from ..errors import DTypeError, ShapeError
+
+__all__ = ["Handle", "Binding", "Allocation", "buffer_shape", "buffer_dtype", "buffer_nbytes",
+           "MAX_BUFFER_BYTES"]
+
+#: The largest byte size of one buffer. Offsets into buffers are signed 64-bit everywhere (NumPy,
+#: Numba, the CUDA array interface); half of that range leaves room for the pool's rounding up.
+MAX_BUFFER_BYTES = 2**62
+
+
+def buffer_shape(shape) -> tuple[int, ...]:
+    """``shape`` (an int or a sequence of ints) as a tuple of Python ints; ``ShapeError`` for a
+    negative or non-integer dimension (a float would be truncated otherwise)."""
+    try:
+        dims = (operator.index(shape),)
+    except TypeError:
+        try:
+            dims = tuple(operator.index(d) for d in shape)
+        except TypeError:
+            raise ShapeError(f"a buffer shape is an int or a sequence of ints, got {shape!r}") from None
+    if any(d < 0 for d in dims):
+        raise ShapeError(f"buffer dimensions must not be negative, got {dims}")
+    return dims
+
+
+def buffer_dtype(dtype) -> np.dtype:
+    """``dtype`` as a NumPy dtype a buffer can hold; ``DTypeError`` for one that holds Python
+    objects (pointers into this process's heap: meaningless in device memory, untypeable in a
+    kernel) or one NumPy does not understand."""
+    try:
+        dt = np.dtype(dtype)
+    except TypeError as exc:
+        raise DTypeError(f"{dtype!r} is not a NumPy dtype: {exc}") from None
+    if dt.hasobject:
+        raise DTypeError(f"buffers cannot hold Python objects (dtype {dt}): use a numeric dtype")
+    return dt
+
+
+def buffer_nbytes(shape: tuple, dtype: np.dtype) -> int:
+    """The byte size of a buffer of ``shape`` and ``dtype`` (exact: Python ints); ``ShapeError``
+    past ``MAX_BUFFER_BYTES``."""
+    nbytes = dtype.itemsize
+    for d in shape:
+        nbytes *= d
+    if nbytes > MAX_BUFFER_BYTES:
+        raise ShapeError(f"a buffer of shape {shape} and dtype {dtype} would be {nbytes} bytes, more "
+                         f"than one buffer can address ({MAX_BUFFER_BYTES}); nothing was allocated")
+    return nbytes
 
 
 class Binding(NamedTuple):
@@ -147,13 +200,13 @@ class Handle:
 
     def view_as(self, dtype, shape=None) -> "Handle":
         """The same bytes, read as another dtype/shape (sizes must match)."""
-        dtype = np.dtype(dtype)
+        dtype = buffer_dtype(dtype)
         if shape is None:
             if self.nbytes % dtype.itemsize:
                 raise ValueError(f"{self.nbytes} bytes are not a whole number of {dtype}")
             shape = (self.nbytes // dtype.itemsize,)
-        shape = tuple(shape)
-        if int(np.prod(shape, dtype=np.int64)) * dtype.itemsize != self.nbytes:
+        shape = buffer_shape(shape)
+        if buffer_nbytes(shape, dtype) != self.nbytes:
             raise ValueError(f"shape {shape} of {dtype} does not cover {self.nbytes} bytes")
         return Handle(self._alloc, self.offset, shape, dtype)
 

@@ -9,8 +9,12 @@ alignment) below 1 MiB and to whole MiB above, so a loop that creates and frees 
 shape reaches a steady state after its first iteration. Idle memory above ``max_idle_bytes`` is
 given back to the backend instead of kept.
 
-The pool also serves graph capture: ``frozen`` pools refuse to allocate (a capture window may only
-reuse what the warm-up left), raising ``CaptureError`` through the server.
+The pool also serves graph capture. ``hold_idle()`` (``graph_prepare``) keeps every freed block
+idle whatever ``max_idle_bytes`` says, so that the capture window can reuse what the warm-up
+freed; ``release_idle_hold()`` (the server calls it once the window is closed) ends that and gives
+the idle memory above ``max_idle_bytes`` back. ``frozen`` pools refuse to allocate from the backend
+(a capture window may only reuse what the warm-up left): the server turns that refusal into a
+``CaptureError`` raised by the allocation.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ class MemoryPool:
         self._held_bytes = 0
         self.max_idle_bytes = max_idle_bytes
         self.frozen = False
+        self.holding_idle = False   # graph_prepare: keep every freed block, see hold_idle
 
     def allocate(self, nbytes: int) -> tuple[int, object]:
         """Return ``(capacity, memory)`` for at least ``nbytes``. Raises ``MemoryError`` when frozen
@@ -78,7 +83,7 @@ class MemoryPool:
         still = []
         for cap, mem, users in self._quarantine:
             if all(t.done for t in users):
-                if self.idle_bytes + cap > self.max_idle_bytes:
+                if self.idle_bytes + cap > self.max_idle_bytes and not self.holding_idle:
                     self._release(mem)
                     self._held_bytes -= cap
                 else:
@@ -96,6 +101,21 @@ class MemoryPool:
     def held_bytes(self) -> int:
         """Everything the pool holds from the backend: live, idle and quarantined."""
         return self._held_bytes
+
+    def hold_idle(self) -> None:
+        """Keep every block freed from now on idle (none given back) until ``release_idle_hold``."""
+        self.holding_idle = True
+
+    def release_idle_hold(self) -> None:
+        """End ``hold_idle``: give back idle memory above ``max_idle_bytes``, largest blocks first."""
+        self.holding_idle = False
+        self.sweep()
+        for cap in sorted(self._free, reverse=True):
+            blocks = self._free[cap]
+            while blocks and self.idle_bytes > self.max_idle_bytes:
+                self._release(blocks.pop())
+                self._held_bytes -= cap
+                self.idle_bytes -= cap
 
     def trim(self) -> None:
         """Release every idle block to the backend."""

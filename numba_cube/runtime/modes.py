@@ -13,6 +13,19 @@ Why real runs are thread-local: autotune holds one around its measurements. Thos
 measurement a dry run exists to provoke, not the work it exists to skip, and only the thread that
 issues them knows it; the mode is therefore decided on the issuing thread and passed to the server
 as a value (runtime.md section 1).
+
+What a dry run found: ``with cube.dry_run() as run:`` then ``run.failures``, one ``DryRunFailure``
+(kernel id, exception) per distinct failure a skipped launch would have met before running: its
+kernel does not compile, or its geometry is beyond the launch limits. Because the dry run is
+process-wide, so is its list: it holds the skipped launches of *every* thread issued while it was
+open (another thread's launches were skipped because of it, so it is the one to tell about them).
+The list is complete when the block exits: the exit waits until the servers have handled every
+launch the dry run skipped (compiles run on a device thread, after the launch returned).
+
+Depths that cannot be corrupted: each ``dry_run``/``real_run`` object counts its own entries, so an
+exit without its enter (or a second exit, or a real run's exit on another thread) raises
+``LaunchModeError`` and leaves every depth as it was. Each use of one as a decorator is a fresh
+object.
 """
 
 from __future__ import annotations
@@ -20,10 +33,13 @@ from __future__ import annotations
 import contextlib
 import enum
 import threading
+from typing import NamedTuple
 
+from ..errors import DeviceFault, LaunchModeError
 from .watchers import watch
 
-__all__ = ["LaunchMode", "dry_run", "real_run", "launch_mode"]
+__all__ = ["LaunchMode", "dry_run", "real_run", "launch_mode", "DryRunFailure", "SkippedLaunch",
+           "claim_skipped_launch"]
 
 
 class LaunchMode(enum.Enum):
@@ -33,9 +49,21 @@ class LaunchMode(enum.Enum):
     SKIP = "skip"        #: compile if needed, fill every cache, then drop the launch
 
 
+class DryRunFailure(NamedTuple):
+    """A launch a dry run skipped that would have failed before running, and why."""
+
+    kernel_id: str
+    error: BaseException
+
+
 _dry_lock = threading.Lock()
 _dry_depth = 0
+_open_runs: list = []      # the dry_run objects open now (under _dry_lock)
 _local = threading.local()
+
+#: How often a dry run's exit, waiting for the servers, looks whether a server's thread died (a
+#: launch queued to a dead device thread is never handled).
+_LIVENESS_POLL_SECONDS = 0.5
 
 
 class _BareDecorator(contextlib.ContextDecorator):
@@ -44,23 +72,39 @@ class _BareDecorator(contextlib.ContextDecorator):
     def __new__(cls, func=None):
         self = super().__new__(cls)
         if func is not None:
+            self.__init__()
             return self(func)
         return self
 
-    def __init__(self, func=None):
-        pass
+    def _recreate_cm(self):
+        # Each decorated call is its own block: concurrent calls must not share one object's
+        # entry count (nor a dry run's list of failures).
+        return type(self)()
 
 
 class dry_run(_BareDecorator):
     """Inside this block (on every thread), launches compile and cache but do not run.
 
-    Usable as ``with cube.dry_run():`` or as a decorator. Nests, and may be entered from several
-    threads at once.
+    Usable as ``with cube.dry_run() as run:`` (then ``run.failures``) or as a decorator. Nests,
+    and may be entered from several threads at once.
     """
+
+    def __init__(self, func=None):
+        self.failures: list[DryRunFailure] = []
+        self._entries = 0          # this object's open entries (under _dry_lock)
+        self._cond = threading.Condition(threading.Lock())
+        self._pending: dict = {}   # server -> skipped launches it has not handled yet
+        self._seen: set = set()
 
     def __enter__(self):
         global _dry_depth
         with _dry_lock:
+            if self._entries == 0:
+                with self._cond:
+                    self.failures = []
+                    self._seen = set()
+                _open_runs.append(self)
+            self._entries += 1
             _dry_depth += 1
         watch(1)
         return self
@@ -68,19 +112,115 @@ class dry_run(_BareDecorator):
     def __exit__(self, *exc):
         global _dry_depth
         with _dry_lock:
+            if self._entries == 0:
+                raise LaunchModeError("dry_run exited without being entered (or exited twice); "
+                                      "the dry-run depth is left as it was")
+            self._entries -= 1
             _dry_depth -= 1
+            last = self._entries == 0
+            if last:
+                _open_runs.remove(self)   # from now on no launch is claimed for it
         watch(-1)
+        if last:
+            self._wait_for_servers()
         return False
+
+    # -- the skipped launches it waits for ---------------------------------------------------------
+    def _claim(self, server) -> None:
+        with self._cond:
+            self._pending[server] = self._pending.get(server, 0) + 1
+
+    def launch_handled(self, server, kernel_id: str, error: BaseException | None) -> None:
+        """The server handled (compiled and dropped) one launch this dry run skipped; ``error``
+        is why it would have failed before running, or None (``SkippedLaunch.handled``)."""
+        with self._cond:
+            if error is not None:
+                key = (kernel_id, type(error), str(error))
+                if key not in self._seen:   # a loop of launches of one failing kernel: one entry
+                    self._seen.add(key)
+                    self.failures.append(DryRunFailure(kernel_id, error))
+            left = self._pending.get(server, 0) - 1
+            if left > 0:
+                self._pending[server] = left
+            else:
+                self._pending.pop(server, None)
+                self._cond.notify_all()
+
+    def _wait_for_servers(self) -> None:
+        with self._cond:
+            while self._pending:
+                if self._cond.wait(_LIVENESS_POLL_SECONDS):
+                    continue
+                for server in [s for s in self._pending if not _alive(s)]:
+                    # Its thread died: the launches queued to it are never handled. Say so.
+                    del self._pending[server]
+                    self.failures.append(DryRunFailure(
+                        "?", DeviceFault(f"the device thread of {getattr(server, 'device', server)} "
+                                         f"died before it compiled the launches of this dry run")))
+
+
+def _alive(server) -> bool:
+    channel = getattr(server, "channel", None)
+    return bool(getattr(channel, "alive", True))
+
+
+class SkippedLaunch:
+    """One launch skipped while dry runs were open: each of them waits until it was handled."""
+
+    __slots__ = ("runs", "server", "kernel_id", "_handled")
+
+    def __init__(self, runs: tuple, server, kernel_id: str):
+        self.runs = runs
+        self.server = server
+        self.kernel_id = kernel_id
+        self._handled = False
+
+    def handled(self, error: BaseException | None) -> None:
+        """The server compiled and dropped the launch (``error``: why it would have failed before
+        running, or None); or the launch never reached it. Only the first call counts."""
+        if self._handled:
+            return
+        self._handled = True
+        for run in self.runs:
+            run.launch_handled(self.server, self.kernel_id, error)
+
+
+def claim_skipped_launch(server, kernel_id: str) -> SkippedLaunch | None:
+    """A launch of ``kernel_id`` to ``server`` is being skipped: the token that tells the dry runs
+    open now when it was handled (None if none is open any more). Called on the issuing thread
+    after the launch mode said SKIP; the server calls ``handled`` once it compiled the launch."""
+    with _dry_lock:
+        if not _open_runs:
+            return None
+        runs = tuple(_open_runs)
+        for run in runs:
+            run._claim(server)   # under _dry_lock: a run cannot close between listing and claim
+    return SkippedLaunch(runs, server, kernel_id)
 
 
 class real_run(_BareDecorator):
     """Launches issued by *this thread* inside this block execute, even inside a dry run."""
 
+    def __init__(self, func=None):
+        self._entries: dict[int, int] = {}   # thread ident -> open entries of this object there
+
     def __enter__(self):
+        ident = threading.get_ident()
+        # Only this thread touches its own key, so no lock is needed.
+        self._entries[ident] = self._entries.get(ident, 0) + 1
         _local.real_depth = getattr(_local, "real_depth", 0) + 1
         return self
 
     def __exit__(self, *exc):
+        ident = threading.get_ident()
+        entries = self._entries.get(ident, 0)
+        if entries == 0:
+            raise LaunchModeError("real_run exited without being entered on this thread (or exited "
+                                  "twice); the real-run depth is left as it was")
+        if entries == 1:
+            del self._entries[ident]
+        else:
+            self._entries[ident] = entries - 1
         _local.real_depth -= 1
         return False
 

@@ -5,8 +5,9 @@ thread waits for each dispatch and gets its duration back (runtime.md 1.1 gate 6
 per issuing thread and stream, so another thread's launches are neither slowed nor counted.
 
 Inside a capture window a profile is refused (timestamps are not kernel work a graph can carry):
-the capture is doomed, and the launches are *given back*: they go the normal way (recorded), so
-nothing is lost, and the profile returns no durations for them.
+``client.profile`` raises ``CaptureError`` at the call, before running anything, and the capture
+is doomed like by every refused operation. A capture opened *inside* a profile records the
+launches issued in its window (no duration comes back for them: they did not run).
 
 ``NUMBA_CUBE_PROFILE_LOG=1`` is the always-on alternative: every dispatch logs its duration to the
 ``numba_cube.profile`` logger, without blocking anybody.
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 
 from .watchers import watch
 
-__all__ = ["Profile", "KernelTiming", "open_profile", "active_profile"]
+__all__ = ["Profile", "KernelTiming", "open_profile", "active_profile", "note_duration"]
 
 _local = threading.local()
 # How many profiles are open in the process: the launch hot path looks at this int only.
@@ -67,3 +68,12 @@ def active_profile(stream) -> Profile | None:
         if prof.stream == stream:
             return prof
     return None
+
+
+def note_duration(prof: Profile, kernel_id: str, task) -> None:
+    """Wait for a profiled launch's task and add its duration to ``prof`` (nothing if no task
+    came back, or it did not run)."""
+    if task is not None:
+        task.wait()
+        if task.duration is not None:
+            prof.durations.append(KernelTiming(kernel_id, task.duration))

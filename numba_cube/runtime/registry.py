@@ -15,7 +15,7 @@ import threading
 from typing import Callable
 
 from .. import config
-from ..errors import BackendNotFound
+from ..errors import BackendNotFound, OptionError
 
 __all__ = ["register_backend", "unregister_backend", "backends", "client", "use", "current_client",
            "push_current", "pop_current", "BackendInfo"]
@@ -131,7 +131,8 @@ def client(device: str | None = None, **options):
     """The client of ``device`` (``"cpu"``, ``"cpu:1"``, ``"cuda"``, ...); the same object each time.
 
     Options (e.g. ``boundscheck=True``) change how kernels are compiled; clients with different
-    options share the device's server, its memory and its streams.
+    options share the device's server, its memory and its streams. An option the device's backend
+    does not know is ``OptionError`` (a ``TypeError``), listing the ones it knows.
     """
     from .client import Client
 
@@ -141,8 +142,8 @@ def client(device: str | None = None, **options):
         raise TypeError(f"device must be a string like 'cpu' or 'cuda:1', got {type(device).__name__}")
     name, index = _parse(device)
     canonical = f"{name}:{index}"
-    if name == "cpu" and "boundscheck" not in options and config.get_bool("NUMBA_CUBE_BOUNDSCHECK"):
-        options["boundscheck"] = True
+    if name == "cpu" and "boundscheck" not in options and (forced := config.boundscheck_forced()) is not None:
+        options["boundscheck"] = forced      # NUMBA_BOUNDSCHECK, else NUMBA_CUBE_BOUNDSCHECK
     key = (canonical, tuple(sorted(options.items())))
     c = _clients.get(key)  # the common case, without the lock (a dict read is atomic)
     if c is not None:
@@ -172,12 +173,24 @@ def client(device: str | None = None, **options):
                 raise BackendNotFound(f"backend {name!r} could not start device {canonical}: "
                                       f"{type(exc).__name__}: {exc}") from exc
             _servers[canonical] = server
+        _refuse_unknown_options(server, canonical, options)
         c = _clients[key] = Client(server, options=options)
     # Outside the lock: a plugin's hook may itself ask for clients, from any thread.
     from ..plugins import notify_client_created
 
     notify_client_created(c)
     return c
+
+
+def _refuse_unknown_options(server, device: str, options: dict) -> None:
+    """A misspelt option (``boundcheck=True``) would silently compile without what was asked for:
+    refuse every option the device's backend does not declare (``HostBackend.compile_options``)."""
+    known_of = getattr(server, "known_options", None)
+    known = known_of() if known_of is not None else frozenset()
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise OptionError(f"cube.client({device!r}): unknown option(s) {', '.join(unknown)}; "
+                          f"{device} knows: {', '.join(sorted(known)) or 'none'}")
 
 
 def use(c) -> None:

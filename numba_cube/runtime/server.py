@@ -3,7 +3,9 @@
 One ``HostServer`` owns one device: its compile cache, its memory table and pool, its stream
 queues, its dependency state and its failure ledger. Every ``op_*`` method runs on the device's
 channel (one at a time, see ``channel.py``); stream work runs later on stream workers
-(``host_streams.py``) and touches only the ledger (locked) and memory it was handed.
+(``host_streams.py``) and touches only the ledger (locked) and memory it was handed. Its parts
+that stand on their own are mixed in from their modules: the memory table (``memory_table.py``),
+the capture operations (``capture.py``) and where launch outcomes go (``outcomes.py``).
 
 A launch, in the order of runtime.md section 1.2:
 
@@ -11,9 +13,18 @@ A launch, in the order of runtime.md section 1.2:
 2. compile or reuse; a compile failure is remembered with the cache entry;
 3. a SKIP launch (dry run) ends here: nothing claimed, no dependency, no memory touched;
 4. read and write sets (three-level fallback), dependencies from the hazard tracker, then a task
-   that opens the execute scope when it runs. A compile failure becomes a task that goes through
-   ``failed_writing`` *in stream order*, so that earlier work on the same buffers cannot overwrite
-   it, while ``check`` already knows about it (``Task.failure_hint``).
+   that opens the execute scope when it runs. A compile failure, or a geometry beyond CUDA's
+   launch limits (``geometry.py``; what the CUDA driver refuses is refused on every backend),
+   becomes a task that goes through ``failed_writing`` *in stream order*, so that earlier work on
+   the same buffers cannot overwrite it, while ``check`` already knows about it
+   (``Task.failure_hint``).
+
+A failure no buffer can carry (the launch writes none) goes to the launch's own outcome when its
+caller waits for it, else to the device's log of unrecorded failures (``outcomes.py``): the
+dispatch reports it through ``Recorded.report``, set here per launch (``_reporter``).
+
+This policy is shared: ``backends/cuda/server.py`` overrides ``op_launch`` and uses the same
+pieces (``_skip``, ``refusal_of``, ``_refused_run``, ``_reporter``, ``_close_capture``).
 """
 
 from __future__ import annotations
@@ -21,7 +32,6 @@ from __future__ import annotations
 import collections
 import itertools
 import logging
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -29,39 +39,26 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import config
-from ..errors import CaptureError, CompileError, DeviceFault
+from ..errors import CompileError, DeviceFault
 from ..kernel.kernel import resolve_access
 from . import observers
-from .capture import CaptureState, Graph, Recorded, run_recorded
+from .capture import CaptureOps, Recorded, run_recorded
+from .exclusive import ExclusiveGate
 from .handle import Binding
 from .hazards import HazardTracker
 from .host_streams import HostStreams, Task
-from .ledger import Failure, Ledger, failed_writing
+from .ledger import Failure, Ledger
 from .memory import ALIGNMENT, MemoryPool
+from .memory_table import MemoryTable
 from .modes import LaunchMode
+from .outcomes import LaunchRouting, UnrecordedFailures
+from .requests import LaunchRequest, refusal_of, refused_launch_text
 
-__all__ = ["HostServer", "LaunchRequest", "CacheEntry"]
+# LaunchRequest and ExclusiveGate are re-exported: this is where servers' users find them.
+__all__ = ["HostServer", "LaunchRequest", "CacheEntry", "ExclusiveGate"]
 
 log = logging.getLogger("numba_cube")
 profile_log = logging.getLogger("numba_cube.profile")
-
-
-class LaunchRequest(NamedTuple):
-    """Everything a launch needs, decided on the issuing thread and passed as a value.
-
-    A NamedTuple: one is made per launch, and it is the cheapest immutable record Python has."""
-
-    kernel: Any
-    count: Any            # CubeCount (static or dynamic)
-    dim: Any              # CubeDim
-    args: tuple           # Binding or scalar, in parameter order
-    count_binding: Binding | None
-    stream: Any           # StreamId
-    mode: LaunchMode
-    options: tuple        # client compile options, as sorted (key, value) pairs
-    # (kernel as passed, count, dim, args) as the caller passed them, when the server may arm a
-    # warm path for the next identical launch (see backends/cuda/fast_path.py); else None.
-    raw: tuple | None = None
 
 
 @dataclass
@@ -94,36 +91,7 @@ class _LaunchPlan(NamedTuple):
     count_view: Any
 
 
-class ExclusiveGate:
-    """Exclusive use of a device by one thread (``client.exclusive``): other threads' launches
-    wait at the gate while it is held. The hot path reads one attribute when nobody holds it."""
-
-    def __init__(self):
-        self._lock = threading.RLock()
-        self._depth = 0
-        self.owner: int | None = None
-
-    def __enter__(self):
-        self._lock.acquire()
-        self._depth += 1
-        self.owner = threading.get_ident()
-        return self
-
-    def __exit__(self, *exc):
-        self._depth -= 1
-        if self._depth == 0:
-            self.owner = None
-        self._lock.release()
-        return False
-
-    def wait_if_held(self) -> None:
-        owner = self.owner
-        if owner is not None and owner != threading.get_ident():
-            with self._lock:
-                pass
-
-
-class HostServer:
+class HostServer(MemoryTable, CaptureOps, LaunchRouting):
     """Policy core of a backend whose kernels run on host worker threads."""
 
     #: A server may offer a warm launch path (``fast_launch(kernel, count, dim, args, stream,
@@ -154,6 +122,14 @@ class HostServer:
         self.captures: dict = {}       # stream -> CaptureState
         self.exclusive = ExclusiveGate()
         self.prepared = False
+        self.unrecorded = UnrecordedFailures(device)   # failures no buffer carries (outcomes.py)
+
+    # -- options -----------------------------------------------------------------------------------
+    def known_options(self) -> frozenset:
+        """The client options (``cube.client(device, **options)``) this device's compile stage
+        understands: what the backend declares (``HostBackend.compile_options``)."""
+        # A backend that declares nothing gets the runtime's portable option only.
+        return frozenset(getattr(self.backend, "compile_options", ("boundscheck",)))
 
     # -- faults -----------------------------------------------------------------------------------
     def _on_fault(self, exc: BaseException) -> None:
@@ -169,110 +145,26 @@ class HostServer:
         err.__cause__ = cause
         return err
 
-    # -- memory ---------------------------------------------------------------------------------------
-    def op_alloc(self, nbytes: int, stream=None) -> int:
-        self._drain_frees()
-        capture = self.captures.get(stream)
-        if capture is not None:
-            # Nothing may be allocated inside a window: only what the warm-up left in the pool.
-            self.pool.frozen = True
-            try:
-                cap, mem = self.pool.allocate(nbytes)
-            except MemoryError:
-                capture.refuse(f"allocation of {nbytes} bytes (the pool holds no free block that fits; "
-                               f"run the warm-up after graph_prepare())")
-                self.pool.frozen = False
-                cap, mem = self.pool.allocate(nbytes)
-            finally:
-                self.pool.frozen = False
-        else:
-            cap, mem = self.pool.allocate(nbytes)
-        memory_id = next(self._ids)
-        self.memory[memory_id] = (cap, mem)
-        return memory_id
-
-    def release_memory(self, memory_id: int) -> None:
-        """A handle's finalizer sends this through the channel, so it runs after every operation
-        submitted before the handle was dropped (a launch that binds the handle registers as a user
-        of the memory first, and the free then waits for it).
-
-        Frees are drained at the start of operations rather than wherever a finalizer happens to
-        fire: the garbage collector can run in the middle of a server operation, and the server's
-        state is not re-entrant (the channels defer such nested submissions, see channel.py).
-        """
-        self._to_free.append(memory_id)
-        self._drain_frees()
-
-    def _drain_frees(self) -> None:
-        while self._to_free:
-            memory_id = self._to_free.popleft()
-            cap, mem = self.memory.pop(memory_id)
-            self._views.pop(memory_id, None)
-            for pkey in self._plans_by_memory.pop(memory_id, ()):
-                self._launch_plans.pop(pkey, None)
-            users = self.hazards.users_of(memory_id)
-            self.hazards.forget(memory_id)
-            self.pool.free(cap, mem, users)
-            self.ledger.forget(memory_id)
-            if users:
-                # A task still running may close its scope on this id after the forget above; ids
-                # are never reused, so that entry is harmless, but forget it again once they end
-                # so a loop of failing launches into dropped buffers does not grow the ledger.
-                self._late_forget.append((memory_id, users))
-        if self._late_forget:
-            still = []
-            for memory_id, users in self._late_forget:
-                if all(t.done for t in users):
-                    self.ledger.forget(memory_id)
-                else:
-                    still.append((memory_id, users))
-            self._late_forget = still
-
-    def host_array(self, b: Binding) -> np.ndarray:
-        """The backend's view of a binding's bytes (a NumPy view on host backends).
-
-        Views are cached per binding while the memory lives: a loop that launches on the same
-        handles makes each view once (dropped with the memory in ``_drain_frees``)."""
-        views = self._views.get(b.memory_id)
-        if views is None:
-            views = self._views[b.memory_id] = {}
-        view = views.get(b)
-        if view is None:
-            cap, mem = self.memory[b.memory_id]
-            view = self.backend.array(mem, b.offset, b.shape, b.dtype)
-            if len(views) < 64:   # bounded: a program that makes many distinct views of one buffer
-                views[b] = view
-        return view
-
-    def initial_write(self, b: Binding, data: np.ndarray) -> None:
-        """Fill fresh memory (called on the issuing thread by ``create``): no task can refer to a
-        memory id that was just made, so no ordering is needed."""
-        self.host_array(b)[...] = data
-
-    def read_binding(self, b: Binding) -> np.ndarray:
-        """A host copy of a binding's bytes, once the caller has waited for its writers."""
-        return self.host_array(b).copy()
-
     # -- launch -------------------------------------------------------------------------------------------
     def op_launch(self, req: LaunchRequest, blocking: bool = False) -> Task | None:
-        """Steps 1-4 of runtime.md 1.2. With ``blocking`` (a profiled launch) the task is flushed
-        and returned so the caller can wait for it and read its duration."""
+        """Steps 1-4 of runtime.md 1.2. With ``blocking`` (a profiled launch, or a caller that
+        waits for its outcome) the task is flushed and returned so the caller can wait for it."""
         if self._to_free:
             self._drain_frees()
+        if req.mode is LaunchMode.SKIP:
+            return self._skip(req)
         plan = self._plan(req)
         entry = plan.entry
-        if req.mode is LaunchMode.SKIP:
-            self.stats["skipped"] += 1
-            return None
         reads, writes = plan.reads, plan.writes
         kid = req.kernel.id
-        capture = self.captures.get(req.stream)
-        if entry.error is not None:
+        capture = self.captures.get(req.stream) if self.captures else None
+        error = entry.error if entry.error is not None else refusal_of(req)
+        if error is not None:
             if capture is not None:
-                capture.refuse(f"launch of {kid} (its kernel does not compile: {entry.error})")
+                capture.refuse(refused_launch_text(kid, error))
                 return None
-            task = Task(lambda: failed_writing(self.ledger, kid, writes, entry.error), req.stream, kid)
-            task.failure_hint = Failure(entry.error, kid, (kid,))
+            task = Task(self._refused_run(req, writes, error), req.stream, kid)
+            task.failure_hint = Failure(error, kid, (kid,))
         else:
             arrays = plan.arrays
             if plan.scalars:
@@ -280,7 +172,7 @@ class HostServer:
                 for i in plan.scalars:
                     arrays[i] = req.args[i]
             rec = Recorded(kid, entry.artifact, req.count.as_tuple(), req.dim.as_tuple(), arrays,
-                           plan.count_view, reads, writes)
+                           plan.count_view, reads, writes, self._reporter(req, writes))
             if capture is not None:
                 if self.ledger.first_failure(reads) is not None:
                     capture.refuse(f"launch of {kid} (skipped: an input carries a failure)")
@@ -297,6 +189,10 @@ class HostServer:
             self.streams.flush(req.stream)
             return task
         return None
+
+    def _plan_error(self, req: LaunchRequest) -> BaseException | None:
+        """Work out the launch's plan (compiling if needed); its compile failure, or None."""
+        return self._plan(req).entry.error
 
     def _plan(self, req: LaunchRequest) -> "_LaunchPlan":
         """What a launch of this kernel on these buffers needs, worked out once.
@@ -370,7 +266,15 @@ class HostServer:
         if entry is not None:
             self.stats["cache_hits"] += 1
             return entry
-        arg_types = tuple(self.backend.arg_type(a) for a in arrays)
+        try:
+            arg_types = tuple(self.backend.arg_type(a) for a in arrays)
+        except Exception as exc:  # noqa: BLE001 - a type the backend cannot type fails the launch,
+            # not the device thread (not cached: the key would need the types)
+            err = CompileError(f"kernel {req.kernel.name}: the backend has no type for an argument: "
+                               f"{type(exc).__name__}: {exc}")
+            err.__cause__ = exc
+            access = tuple((isinstance(a, np.ndarray),) * 2 for a in arrays)
+            return CacheEntry(None, err, access)
         key = (req.kernel.id, arg_types, alignment_of(bindings), extras, req.options)
         entry = self.compile_cache.get(key)
         if entry is not None:
@@ -460,37 +364,3 @@ class HostServer:
         failures (yet)."""
         failure = self.ledger.failure_of(b.region)
         return None if failure is not None and failure.in_flight else failure
-
-    # -- capture ------------------------------------------------------------------------------------------
-    def op_graph_prepare(self) -> None:
-        """Keep what the warm-up frees in the pool: the window may only reuse it."""
-        self.pool.max_idle_bytes = max(self.pool.max_idle_bytes, 1 << 62)
-        self.prepared = True
-
-    def op_start_capture(self, stream) -> None:
-        if stream in self.captures:
-            raise CaptureError(f"a capture is already open on {stream}; stop it first")
-        if not self.prepared:
-            raise CaptureError("start_capture() needs graph_prepare() first, before the warm-up run")
-        self.captures[stream] = CaptureState(stream)
-
-    def op_stop_capture(self, stream) -> Graph:
-        capture = self.captures.pop(stream, None)
-        if capture is None:
-            raise CaptureError(f"no capture is open on {stream}")
-        if capture.doomed is not None:
-            raise CaptureError(f"the capture failed: {capture.doomed} was refused inside the window")
-        memory_ids = frozenset(r[0] for rec in capture.recorded for r in rec.reads + rec.writes)
-        return Graph(self, stream, capture.recorded, memory_ids)
-
-    def op_refuse(self, stream, what: str) -> CaptureError | None:
-        """If ``stream`` is capturing, doom the capture and return the error to raise."""
-        capture = self.captures.get(stream)
-        return None if capture is None else capture.refuse(what)
-
-    def op_replay(self, graph: Graph) -> None:
-        self._drain_frees()
-        task, reads, writes = graph._task(self)
-        deps = self.hazards.register(task, reads, writes)
-        self.streams.enqueue(task, deps)
-        self.stats["replays"] += 1

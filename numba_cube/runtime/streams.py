@@ -14,7 +14,9 @@ from __future__ import annotations
 import itertools
 import threading
 
-__all__ = ["StreamId", "stream"]
+from ..errors import StreamIdError
+
+__all__ = ["StreamId", "stream", "stream_id_or_none"]
 
 _ids = itertools.count(1)
 _local = threading.local()
@@ -56,12 +58,23 @@ class StreamId(int):
     __str__ = __repr__
 
 
+def stream_id_or_none(value, where: str):
+    """``value`` if it is a ``StreamId`` or ``None``; else ``StreamIdError`` naming ``where``.
+
+    Checked on the issuing thread: the server looks stream ids up in dicts, where an unhashable
+    one (``[1]``) would raise on the device thread and break the device, and a plain int could
+    silently share a stream with the thread whose own stream has that number."""
+    if value is not None and not isinstance(value, StreamId):
+        raise StreamIdError(f"{where} takes a StreamId (cube.StreamId.new()) or None, got "
+                            f"{type(value).__name__} {value!r}")
+    return value
+
+
 class stream:
     """``with cube.stream(stream_id=None) as sid:`` makes ``sid`` this thread's current stream."""
 
     def __init__(self, stream_id: StreamId | None = None):
-        if stream_id is not None and not isinstance(stream_id, StreamId):
-            raise TypeError(f"stream() takes a StreamId or None, got {type(stream_id).__name__}")
+        stream_id_or_none(stream_id, "cube.stream()")
         self.stream_id = stream_id if stream_id is not None else StreamId.new()
 
     def __enter__(self) -> StreamId:

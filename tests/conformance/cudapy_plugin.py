@@ -113,9 +113,11 @@ def _route_to_cpu() -> None:
     simulate = simkernel.FakeCUDAKernel.__call__
 
     def host_array(arg):
-        # The simulator's device arrays and In/Out/InOut hints are host memory: pass the NumPy
-        # array itself, so the numba-style launch copies it in and writes the results back into it.
-        if isinstance(arg, ArgHint):
+        # The simulator's device arrays are host memory: pass the NumPy array itself, so that the
+        # numba-style launch copies it in and writes the results back into it, as a kernel writes
+        # device memory. (A hint around one is the device array itself, as in numba.cuda; a hint
+        # around a host array stays, for numba_cube to honour.)
+        if isinstance(arg, ArgHint) and isinstance(arg.value, FakeCUDAArray):
             arg = arg.value
         if isinstance(arg, FakeCUDAArray):
             arg = arg._ary

@@ -81,20 +81,20 @@ def test_fresh_inputs_between_replays(client):
 
 @pytest.mark.parametrize("operation", ["read", "sync", "write", "profile", "sync_buffers"])
 def test_refused_operations_fail_the_capture_late(client, operation):
-    """Reads, sync, profiling and host writes inside a window are refused; stop_capture raises
+    """Reads, sync, profiling and host writes inside a window are refused: each raises
+    CaptureError at the call (a profile without running its function), and stop_capture raises
     CaptureError naming the first refused operation instead of returning a graph."""
     x = client.create(np.ones(64))
     client.graph_prepare()
     client.start_capture()
     client.launch(double, 2, 32, x)
-    if operation == "profile":
-        result, durations = client.profile(lambda: client.launch(double, 2, 32, x) or 7)
-        assert result == 7 and durations == []     # the launch was given back, not lost
-    else:
-        with pytest.raises(cube.CaptureError):
-            {"read": lambda: client.read(x), "sync": client.sync,
-             "write": lambda: client.write(x, np.zeros(64)),
-             "sync_buffers": lambda: client.sync_buffers(x)}[operation]()
+    ran = []
+    with pytest.raises(cube.CaptureError):
+        {"read": lambda: client.read(x), "sync": client.sync,
+         "write": lambda: client.write(x, np.zeros(64)),
+         "profile": lambda: client.profile(lambda: ran.append(1)),
+         "sync_buffers": lambda: client.sync_buffers(x)}[operation]()
+    assert ran == []
     with pytest.raises(cube.CaptureError) as info:
         client.stop_capture()
     assert {"read": "read", "sync": "sync", "write": "host write", "profile": "profiling",
@@ -104,7 +104,8 @@ def test_refused_operations_fail_the_capture_late(client, operation):
 
 def test_allocation_in_window_served_from_warm_up_or_fails(client):
     """Nothing is allocated inside a window: a request the pool can serve from what the warm-up
-    freed succeeds; one it cannot makes the capture fail."""
+    freed succeeds; one it cannot raises CaptureError at the call (nothing allocated) and makes
+    the capture fail."""
     client.graph_prepare()
     tmp = client.empty(1000, np.float64)       # the warm-up's temporary ...
     del tmp                                    # ... goes back to the pool
@@ -113,10 +114,32 @@ def test_allocation_in_window_served_from_warm_up_or_fails(client):
     again = client.empty(1000, np.float64)     # same size class: served from the pool
     client.stop_capture()
     client.start_capture()
-    client.empty(10_000_000, np.float64)       # nothing that large is free
+    held = client.server.pool.held_bytes
+    with pytest.raises(cube.CaptureError, match="allocation"):
+        client.empty(10_000_000, np.float64)   # nothing that large is free
+    assert client.server.pool.held_bytes == held
     with pytest.raises(cube.CaptureError, match="allocation"):
         client.stop_capture()
     del again
+
+
+def test_pool_gives_idle_memory_back_once_the_window_is_closed(devices):
+    """graph_prepare keeps what the warm-up frees in the pool (the window reuses it), but only
+    until the window is closed: then idle memory above the pool's limit is given back again."""
+    client = devices.fresh()
+    pool = client.server.pool
+    pool.max_idle_bytes = 0          # this device's pool keeps nothing idle when not held
+    client.graph_prepare()
+    tmp = client.empty(1000, np.float64)
+    del tmp
+    client.sync()
+    assert pool.idle_bytes > 0       # held for the window
+    client.start_capture()
+    again = client.empty(1000, np.float64)      # served from what the warm-up left
+    client.stop_capture()
+    del again
+    client.sync()
+    assert pool.idle_bytes == 0      # the window is closed: nothing is held any more
 
 
 def test_refused_start_leaves_existing_capture(client):

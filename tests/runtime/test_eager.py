@@ -78,3 +78,18 @@ def test_handles_can_be_mixed_in():
     with client:
         axpy[1, 32](2.0, x, np.ones(32), out)
     np.testing.assert_array_equal(out, 2.0 * np.arange(32.0) + 1.0)
+
+
+@cube.kernel
+def _set_first_to_three(a):
+    a[0] = 3
+
+
+@pytest.mark.parametrize("hint, copied_back", [("In", False), ("Out", True), ("InOut", True)])
+def test_numba_argument_hints_keep_their_meaning(hint, copied_back):
+    """``cuda.In(a)`` is copied in only (the kernel's write stays on the device, as with
+    numba.cuda); ``cuda.Out(a)`` and ``cuda.InOut(a)`` are copied back."""
+    a = np.zeros(2, np.int64)
+    with cube.client("cpu"):
+        _set_first_to_three[1, 1](getattr(cuda, hint)(a))
+    np.testing.assert_array_equal(a, [3 if copied_back else 0, 0])

@@ -146,6 +146,25 @@ def test_idle_memory_above_the_limit_is_given_back():
     assert pool.idle_bytes == 0 and pool.held_bytes == 0
 
 
+def test_held_idle_memory_is_kept_then_given_back():
+    """6 (graph_prepare): while the pool holds idle memory, freed blocks are all kept, above
+    max_idle_bytes too (the capture window will reuse them); once the hold ends, the idle memory
+    above the limit is given back, and later frees follow the limit again."""
+    be = FakeBackend()
+    pool = MemoryPool(be.allocate, be.release, max_idle_bytes=128)
+    blocks = [pool.allocate(128) for _ in range(4)]
+    pool.hold_idle()
+    for cap, mem in blocks:
+        pool.free(cap, mem, [])
+    assert be.released == [] and pool.idle_bytes == 4 * 128
+    pool.release_idle_hold()
+    assert len(be.released) == 3 and pool.idle_bytes == 128 and pool.held_bytes == 128
+    a, b = pool.allocate(128), pool.allocate(128)
+    pool.free(*a, [])
+    pool.free(*b, [])
+    assert len(be.released) == 4 and pool.idle_bytes == 128
+
+
 def test_frozen_pool_only_reuses(pool):
     """6: inside a capture window nothing may be allocated: a frozen pool serves from its free
     lists and raises MemoryError for anything else."""

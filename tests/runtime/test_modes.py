@@ -200,3 +200,47 @@ def test_top_level_names():
     """api.md: the modes are importable from the top-level package."""
     assert cube.dry_run is dry_run and cube.real_run is real_run
     assert cube.launch_mode is launch_mode and cube.LaunchMode is LaunchMode
+
+
+def test_unbalanced_exits_raise_and_leave_the_depths():
+    """2: an exit without its enter, or a second exit, raises LaunchModeError (a RuntimeError)
+    and leaves the depths as they were: a later launch is not skipped."""
+    for mode in (dry_run, real_run):
+        with pytest.raises(cube.LaunchModeError):
+            mode().__exit__(None, None, None)
+        guard = mode()
+        with guard:
+            pass
+        with pytest.raises(RuntimeError):
+            guard.__exit__(None, None, None)
+    assert launch_mode() is LaunchMode.EXECUTE
+    with dry_run():
+        assert launch_mode() is LaunchMode.SKIP
+
+
+def test_real_run_exit_on_another_thread_is_refused():
+    """2: a real run is entered and exited by one thread; another thread's exit of it raises and
+    changes neither thread's depth."""
+    guard = real_run()
+    with dry_run():
+        guard.__enter__()
+        with pytest.raises(cube.LaunchModeError):
+            run_in_thread(guard.__exit__, None, None, None)
+        assert launch_mode() is LaunchMode.EXECUTE
+        assert run_in_thread(launch_mode) is LaunchMode.SKIP
+        guard.__exit__(None, None, None)
+        assert launch_mode() is LaunchMode.SKIP
+
+
+def test_one_guard_may_be_entered_again_and_nested():
+    """2: the same dry_run object nests and can be entered again after it exited; each opening
+    starts a new list of failures."""
+    guard = dry_run()
+    with guard:
+        with guard:
+            assert launch_mode() is LaunchMode.SKIP
+        assert launch_mode() is LaunchMode.SKIP
+    assert launch_mode() is LaunchMode.EXECUTE
+    guard.failures.append("stale")
+    with guard as again:
+        assert again is guard and guard.failures == []

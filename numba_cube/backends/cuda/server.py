@@ -29,9 +29,15 @@ What is replaced:
 - **graphs**: hardware CUDA graphs (``graphs.py``);
 - **interop**: ``__cuda_array_interface__`` export and adoption of foreign arrays (``interop.py``).
 
-Faults. A launch the driver refuses (too many threads per block, too much shared memory) raises
-from ``cuLaunchKernel`` inside the scope: a failure recorded on its write set (``LaunchFailure``
-on read), nothing else is affected. A *sticky* fault (an illegal address in a kernel) breaks the
+Launch policy shared with ``HostServer``: a geometry beyond CUDA's launch limits is refused
+before the driver is asked (``refusal_of``: a ``LaunchArgumentError`` on the write set, as on every
+backend), dry-run launches report to their dry runs (``_skip``), and a failure no buffer can
+carry goes to the launch's outcome or the unrecorded-failure log (``_reporter``, on every path
+below: the common one, the general one, and never armed for the warm one).
+
+Faults. A launch the driver refuses (too many threads per block for this kernel, too much shared
+memory) raises from ``cuLaunchKernel`` inside the scope: a failure recorded on its write set
+(``LaunchFailure`` on read), nothing else is affected. A *sticky* fault (an illegal address in a kernel) breaks the
 whole CUDA context: it is kept as the server's fault and ``sync()`` raises ``DeviceFault``. What
 survives it: nothing on this device. Every later driver call in the context fails the same way,
 so later launches fail their write sets with the fault as root cause, reads raise
@@ -60,10 +66,12 @@ from ...runtime import observers
 from ...runtime.capture import Recorded
 from ...runtime.channel import InlineChannel
 from ...runtime.handle import Binding
-from ...runtime.ledger import Failure, failed_writing
+from ...runtime.ledger import Failure
 from ...runtime.memory import MemoryPool
 from ...runtime.modes import LaunchMode
+from ...runtime.requests import refusal_of, refused_launch_text
 from ...runtime.server import HostServer
+from .compiler import JIT_OPTIONS, jit_options
 from .driver import CudaError, Driver
 from .dynamic import DynamicCountMixin
 from .fast_path import FastLaunchMixin
@@ -156,6 +164,10 @@ class CudaServer(FastLaunchMixin, CudaInteropMixin, DynamicCountMixin, HostServe
 
     def __repr__(self) -> str:
         return f"<CudaServer {self.device} ({self.device_name})>"
+
+    def known_options(self) -> frozenset:
+        """numba-cuda's compile options, and ``boundscheck`` (no numba-cuda equivalent: ignored)."""
+        return frozenset(("boundscheck",) + JIT_OPTIONS)
 
     @property
     def stats(self):
@@ -361,8 +373,9 @@ class CudaServer(FastLaunchMixin, CudaInteropMixin, DynamicCountMixin, HostServe
                 log.debug("IO analysis failed for %s", kernel.id, exc_info=True)
                 access = tuple((n is not None, n is not None) for n in ndims)
         try:
+            kernel.check_frozen()          # the caches are keyed by its id: nothing it covers moved
             compiled = self.compiler.compile((kid, options), py_func or kernel.py_func, kernel.name,
-                                             args, dict(options))
+                                             args, jit_options(kernel, dict(options)))
             entry = _KernelEntry(compiled, None, access)
         except CompileError as exc:
             entry = _KernelEntry(None, exc, access)
@@ -427,25 +440,31 @@ class CudaServer(FastLaunchMixin, CudaInteropMixin, DynamicCountMixin, HostServe
                                  "dynamic counts are read back", kernel.name, wentry.error)
         return plan
 
+    def _plan_error(self, req) -> BaseException | None:
+        return self._cuda_plan(req).error
+
     def op_launch(self, req, blocking: bool = False):
         """Steps 1-4 of runtime.md 1.2 on the GPU; the task runs at once (see ``CudaStreams``)."""
         if self._to_free:
             self._drain_frees()
         self.activate()
-        plan = self._cuda_plan(req)
         if req.mode is LaunchMode.SKIP:
-            self.stats["skipped"] += 1
-            return None
-        if plan.error is not None or req.count_binding is not None or self.captures:
-            return self._launch_general(req, plan, blocking)
+            return self._skip(req)
+        plan = self._cuda_plan(req)
+        refusal = refusal_of(req)
+        if refusal is not None or plan.error is not None or req.count_binding is not None or self.captures:
+            return self._launch_general(req, plan, blocking, refusal)
         # The common case: a static launch of a kernel that compiled, no capture open.
         cs = self.streams.stream(req.stream)
+        writes = plan.writes
         task = CudaTask(None, req.stream, req.kernel.id)
         task.rec = Recorded(task.label, plan.launch, req.count.as_tuple(), req.dim.as_tuple(),
-                            (cs.handle, req.args), None, plan.reads, plan.writes)
+                            (cs.handle, req.args), None, plan.reads, writes, self._reporter(req, writes))
         task.cs = cs
         answer = self._submit(task, plan, blocking)
-        if req.raw is not None:
+        # A launch that writes nothing is never armed: a warm repeat the driver refused would
+        # have nowhere to record it (the warm path reports to no outcome or log).
+        if req.raw is not None and writes:
             self._arm(req, plan, cs)
         return answer
 
@@ -465,34 +484,36 @@ class CudaServer(FastLaunchMixin, CudaInteropMixin, DynamicCountMixin, HostServe
         self.stats["launched"] += 1
         return task if blocking else None
 
-    def _launch_general(self, req, plan: _Plan, blocking: bool):
-        """Compile failures, dynamic counts and capture windows."""
+    def _launch_general(self, req, plan: _Plan, blocking: bool, refusal=None):
+        """Compile failures, refused geometries, dynamic counts and capture windows."""
         kid = req.kernel.id
         reads, writes = plan.reads, plan.writes
         capture = self.captures.get(req.stream) if self.captures else None
         ledger = self.ledger
-        if plan.error is not None:
+        error = plan.error if plan.error is not None else refusal
+        if error is not None:
             if capture is not None:
-                capture.refuse(f"launch of {kid} (its kernel does not compile: {plan.error})")
+                capture.refuse(refused_launch_text(kid, error))
                 return None
-            error = plan.error
-            task = CudaTask(lambda: failed_writing(ledger, kid, writes, error), req.stream, kid)
+            task = CudaTask(self._refused_run(req, writes, error), req.stream, kid)
             task.failure_hint = Failure(error, kid, (kid,))
             task.ran = False
             return self._submit(task, plan, blocking)
+        report = self._reporter(req, writes)
         cs = self.streams.stream(req.stream)
         arrays = (cs.handle, req.args)
         device_count = plan.device_count is not None and (
             capture is not None or ledger.first_failure(writes) is None)
         if req.count_binding is None:
             rec = Recorded(kid, plan.launch, req.count.as_tuple(), req.dim.as_tuple(), arrays,
-                           None, reads, writes)
+                           None, reads, writes, report)
         elif device_count:
             dim = req.dim.as_tuple()
             rec = Recorded(kid, plan.device_count, (self._wrapper_grid(plan, dim), 1, 1), dim,
-                           (cs.handle, (None,) + tuple(req.args)), None, reads, writes)
+                           (cs.handle, (None,) + tuple(req.args)), None, reads, writes, report)
         else:
-            rec = Recorded(kid, plan.launch, (0, 0, 0), req.dim.as_tuple(), arrays, None, reads, writes)
+            rec = Recorded(kid, plan.launch, (0, 0, 0), req.dim.as_tuple(), arrays, None, reads, writes,
+                           report)
         if capture is not None:
             if ledger.first_failure(reads) is not None:
                 capture.refuse(f"launch of {kid} (skipped: an input carries a failure)")
@@ -528,9 +549,7 @@ class CudaServer(FastLaunchMixin, CudaInteropMixin, DynamicCountMixin, HostServe
     def op_stop_capture(self, stream):
         from .graphs import CudaGraph
 
-        capture = self.captures.pop(stream, None)
-        if capture is None:
-            raise CaptureError(f"no capture is open on {stream}")
+        capture = self._close_capture(stream)
         if capture.doomed is not None:
             raise CaptureError(f"the capture failed: {capture.doomed} was refused inside the window")
         memory_ids = frozenset(r[0] for rec in capture.recorded for r in rec.reads + rec.writes)

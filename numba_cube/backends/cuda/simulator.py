@@ -14,8 +14,11 @@ memory pool, capture); only the mechanism differs from the GPU's:
 - an out-of-bounds index raises ``IndexError`` inside the simulated kernel: a launch failure
   recorded on the launch's write set, like any kernel error;
 - what a real driver refuses (more than 1024 units per cube, a dimension above CUDA's limits) is
-  refused here too, with the same ``CudaError`` name (``CUDA_ERROR_INVALID_VALUE``), so a test
-  of refusals runs unchanged on the simulator and on a GPU.
+  refused here too, by the runtime's launch policy before the dispatch (``HostServer``, the same
+  check on every backend: a ``LaunchArgumentError`` on the write set), so a test of refusals runs
+  unchanged on the simulator and on a GPU;
+- it accepts numba-cuda's compile options (``fastmath=...``: there is nothing to compile, so they
+  change nothing), so code written for ``cube.client("cuda", ...)`` runs unchanged on it.
 
 Two properties of the simulator shape this module:
 
@@ -43,32 +46,13 @@ from ...runtime.channel import ThreadChannel
 from ...runtime.handle import Allocation, Binding, Handle
 from ...runtime.server import HostServer
 from ..base import HostBackend
+from .compiler import JIT_OPTIONS
 from .driver import CudaError
 from .interop import BorrowedEntry, BorrowedTable
 
-__all__ = ["SimulatorBackend", "SimulatorServer", "make_simulator_server", "check_launch_limits"]
+__all__ = ["SimulatorBackend", "SimulatorServer", "make_simulator_server"]
 
 _SIMULATOR_LOCK = threading.Lock()
-
-#: CUDA's launch limits (every GPU numba-cuda supports): threads per block, block and grid dims.
-MAX_BLOCK_THREADS = 1024
-MAX_BLOCK_DIM = (1024, 1024, 64)
-MAX_GRID_DIM = (2**31 - 1, 65535, 65535)
-
-
-def check_launch_limits(count: tuple, dim: tuple, kernel_name: str = "kernel") -> None:
-    """Raise the ``CudaError`` a driver would for a launch outside CUDA's limits."""
-    threads = dim[0] * dim[1] * dim[2]
-    problem = None
-    if threads > MAX_BLOCK_THREADS:
-        problem = f"a cube of {threads} units exceeds the limit of {MAX_BLOCK_THREADS} per cube"
-    elif any(d > m for d, m in zip(dim, MAX_BLOCK_DIM)):
-        problem = f"cube dim {tuple(dim)} exceeds the limits {MAX_BLOCK_DIM}"
-    elif any(c > m for c, m in zip(count, MAX_GRID_DIM)):
-        problem = f"cube count {tuple(count)} exceeds the limits {MAX_GRID_DIM}"
-    if problem is not None:
-        raise CudaError("cuLaunchKernel (simulated)", None, "CUDA_ERROR_INVALID_VALUE",
-                        "invalid argument", f"{kernel_name}: {problem}")
 
 
 def _is_device_function(value) -> bool:
@@ -125,8 +109,7 @@ class SimulatorBackend(HostBackend):
     """Kernels on numba-cuda's CUDA simulator; memory as NumPy bytes."""
 
     name = "cudasim"
-
-
+    compile_options = frozenset(("boundscheck",) + JIT_OPTIONS)
 
     def arg_type(self, value):
         if isinstance(value, np.ndarray):
@@ -143,7 +126,6 @@ class SimulatorBackend(HostBackend):
         grid_sync = uses_grid_sync(kernel.py_func)
 
         def run(count, dim, args):
-            check_launch_limits(count, dim, name)
             if grid_sync and count[0] * count[1] * count[2] > 1:
                 # The simulator's grid group syncs one block only (it runs cubes one after the
                 # other), so a grid of several cubes would compute wrong values without an

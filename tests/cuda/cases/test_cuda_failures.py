@@ -17,7 +17,6 @@ from numba import cuda
 
 import numba_cube as cube
 from numba_cube import CompileError, DeviceFault, LaunchFailure
-from numba_cube.backends.cuda.driver import CudaError
 
 from _cuda_setup import DEVICE, only
 
@@ -58,16 +57,18 @@ does_not_compile = cube.kernel(_does_not_compile)
 
 
 def test_refused_launch_fails_its_write_set_only(client):
-    """A launch the driver refuses (a cube of 2048 units) fails the buffers it should have written,
-    with the driver's error as root cause; its inputs and the device are unaffected."""
+    """A launch beyond CUDA's launch limits (a cube of 2048 units), which the driver would refuse,
+    is refused before it is dispatched, the same way on every backend: it fails the buffers it
+    should have written, with a LaunchArgumentError naming the limit as root cause; its inputs
+    and the device are unaffected."""
     x = client.create(np.arange(32.0))
     out = client.create(np.zeros(32))
     client.launch(copy_into, 1, 2048, x, out)
     with pytest.raises(LaunchFailure) as info:
         client.read(out)
     root = info.value.root
-    assert isinstance(root, CudaError), root
-    assert root.name == "CUDA_ERROR_INVALID_VALUE"
+    assert isinstance(root, cube.LaunchArgumentError), root
+    assert "2048 units" in str(root) and "1024" in str(root)
     assert info.value.kernel_id == copy_into.id
     np.testing.assert_array_equal(client.read(x), np.arange(32.0))
     client.sync()   # no DeviceFault: a refusal does not break the device

@@ -215,11 +215,11 @@ def test_memory_of_a_freed_input_is_not_reused_while_warm_launches_read_it(clien
 
 
 def test_a_scalar_out_of_range_is_refused_as_on_the_general_path(client):
-    """A scalar the compiled signature cannot hold raises on the issuing thread, as the general
-    path does; the armed launch and its buffers are unaffected."""
+    """A scalar no kernel type can hold raises LaunchArgumentError (naming the argument) on the
+    issuing thread, as the general path does; the armed launch and its buffers are unaffected."""
     x = client.create(np.zeros(N))
     arm(client, add_scalar, x, 1)
-    with pytest.raises(OverflowError):
+    with pytest.raises(cube.LaunchArgumentError, match="'value'"):
         client.launch(add_scalar, 1, TPB, x, 2**70)
     client.launch(add_scalar, 1, TPB, x, 1)
     np.testing.assert_array_equal(client.read(x), np.full(N, 3.0))

@@ -108,11 +108,13 @@ def test_export_names_the_writers_stream_or_a_join_stream(client, fake_api):
     """While its writer may still run, a handle exports that writer's CUDA stream; with users
     on two streams, a private stream that waits for both; once done, None."""
     h = client.create(np.zeros(32))
+    # Made before the launches: create() blocks the host, which lets the fake run s1's launch,
+    # and s2's new stream could then recycle s1's finished CUDA stream (with 32 streams alive).
+    reader_out = client.create(np.zeros(32))
     s1 = client.set_stream(cube.StreamId.new())
     s1.launch(bump, 1, TPB, h)
     cs1 = client.server.streams.stream(s1.stream_id)
     assert h.__cuda_array_interface__["stream"] == cs1.ptr
-    reader_out = client.create(np.zeros(32))
     s2 = client.set_stream(cube.StreamId.new())
     s2.launch(copy_into, 1, TPB, h, reader_out)
     stream = h.__cuda_array_interface__["stream"]
