@@ -43,6 +43,7 @@ from typing import Callable, Iterable
 from ..errors import CompileError, LaunchArgumentError
 from .identity import Fingerprint, changed_parts, fingerprint
 from .options import kernel_options
+from .signatures import declared_signatures
 
 __all__ = ["Kernel", "kernel", "resolve_access"]
 
@@ -87,6 +88,9 @@ class Kernel:
         _refuse_non_kernels(self.py_func)
         #: the compile options (``cuda.jit``'s): given here, or read from a wrapped dispatcher
         self.options = types.MappingProxyType(kernel_options(fn, options))
+        #: a wrapped dispatcher's explicit signatures (``cuda.jit("void(int32)")``), else None:
+        #: launches resolve and convert their arguments against them (``signatures.py``)
+        self.signatures = declared_signatures(fn)
         self.name = name or self.py_func.__name__
         sig = inspect.signature(self.py_func)
         self.params: tuple[str, ...] = tuple(sig.parameters)
@@ -100,7 +104,8 @@ class Kernel:
         self._identity_options = {
             "reads": sorted(reads) if reads is not None else None,
             "writes": sorted(writes) if writes is not None else None,
-            "cuda.jit": dict(self.options)}
+            "cuda.jit": dict(self.options),
+            "signatures": self.signatures.describe() if self.signatures is not None else None}
         self._salt = secrets.token_hex(8)      # mixed in only if a value cannot be fingerprinted
         self._frozen: Fingerprint | None = None
         self._freeze_lock = threading.Lock()

@@ -9,6 +9,10 @@ it, or results differ from numba.cuda's (an ``np.float32`` coefficient widened t
 - a Python ``int`` is ``int64``, or ``uint64`` between 2**63 and 2**64 - 1 (``numba.typeof``'s
   rule); beyond that range no kernel type holds it: ``LaunchArgumentError`` naming the argument.
 
+A kernel wrapped from a dispatcher declared with signatures (``cuda.jit("void(int32)")``) takes
+the types of the signature its arguments resolve to, as numba.cuda converts them
+(``kernel/signatures.py``).
+
 Exact-type lookups come first (a launch binds these every time); the abstract number classes
 (``numbers.Integral`` for an ``IntEnum``, ...) are only asked about types those miss.
 """
@@ -103,4 +107,7 @@ def bind_arguments(server, own, kernel, args: tuple) -> tuple:
                     f"argument {name!r} of kernel {kernel.name} has unsupported type "
                     f"{type(a).__name__}: pass a Handle, a NumPy scalar or a Python number")
             bound.append(own(adopted))
+    if kernel.signatures is not None:
+        # A dispatcher declared with signatures: numba.cuda's conversions (kernel/signatures.py).
+        return kernel.signatures.convert(kernel.name, kernel.params, tuple(bound))
     return tuple(bound)

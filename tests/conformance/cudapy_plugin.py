@@ -87,8 +87,22 @@ def _cube_kernel(dispatcher):
     return k
 
 
+def _describe(arg) -> str:
+    cai = getattr(arg, "__cuda_array_interface__", None)
+    if cai is not None:
+        return f"{type(arg).__name__}(cai shape={cai['shape']} strides={cai.get('strides')} " \
+               f"typestr={cai['typestr']} stream={cai.get('stream')})"
+    if hasattr(arg, "shape"):
+        return f"{type(arg).__name__}(shape={arg.shape} dtype={arg.dtype})"
+    return f"{type(arg).__name__}({arg!r})"
+
+
 def _launch(dispatcher, client, config, args):
     name = getattr(getattr(dispatcher, "py_func", None), "__name__", repr(dispatcher))
+    if os.environ.get("NUMBA_CUBE_CONFORMANCE_TRACE"):
+        # What a routed launch receives, for reading a failure (pytest -s shows it).
+        print(f"[cudapy_plugin] {name}{tuple(config)}: " + ", ".join(map(_describe, args)),
+              flush=True)
     try:
         kern = _cube_kernel(dispatcher)
         with client:

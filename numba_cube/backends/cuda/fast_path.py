@@ -216,6 +216,8 @@ class FastLaunchMixin:
         if self.hazards.baseline or plan.foreign or type(count) not in _PLAIN_GEOMETRY \
                 or type(dim) not in _PLAIN_GEOMETRY:
             return
+        if req.kernel.signatures is not None:
+            return      # its scalars are converted per launch (kernel/signatures.py): general path
         match = []
         for a in raw_args:
             kind = type(a)

@@ -118,6 +118,8 @@ class SimulatorBackend(HostBackend):
 
     def compile(self, kernel, arg_types, extras, options):
         # Nothing is compiled: the simulator interprets the Python function at each dispatch.
+        # It still must not run changed globals under the id of the old ones (caches key on it).
+        kernel.check_frozen()
         from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
         from numba.cuda.simulator.kernel import FakeCUDAKernel
 
