@@ -10,9 +10,11 @@ an id only when they compile to the same code. ``fingerprint(py_func, options)``
 - the globals its code reads, and through modules the attributes it reads (``config.TPB``);
 - scalars and tuples by value, NumPy arrays by dtype, shape and bytes, dtypes by description,
   modules by name, library objects (NumPy, Numba, numba-cuda, ``math``) by their import path;
-- device functions (``cuda.jit(device=True)``, ``numba.njit``, the simulator's fake kernels) and
-  plain Python functions by their own fingerprint, transitively, with their options; a cycle of
-  device functions is encoded as a reference to the function already on the stack;
+- device functions (``cuda.jit(device=True)``, ``numba.njit``, the simulator's fake kernels) by
+  their own fingerprint, transitively, with their options and declared signatures; a cycle of
+  device functions is encoded as a reference to the function already on the stack; a plain
+  Python function is *opaque* (below): a kernel can only call it through an entry of Numba's
+  registry (``@overload``, ``register_jitable``), which is not in the function;
 - the compile options given (``reads=``/``writes=``, a wrapped dispatcher's ``cuda.jit`` options).
 
 The encoding is canonical (tagged, length-prefixed, sorted where Python's order is arbitrary), so
@@ -242,7 +244,13 @@ class _Encoder:
         """Functions, dispatchers, classes, Numba types and named library objects."""
         if isinstance(obj, pytypes.FunctionType):
             named = library_name(obj, obj)
-            return self.function(obj) if named is None else _frame("library", *map(_text, named))
+            if named is not None:
+                return _frame("library", *map(_text, named))
+            # A plain function a kernel calls compiles only through Numba's registry (an
+            # @overload, register_jitable, ...), whose entry decides the code and is not in the
+            # function: two factories' identical ``myoverload`` may be overloaded differently.
+            # So it cannot vouch for the code: opaque (the kernel's id is salted).
+            return self._opaque(obj, where)
         py_func = getattr(obj, "py_func", None)
         if isinstance(py_func, pytypes.FunctionType) and is_dispatcher(obj):
             named = library_name(obj, py_func)

@@ -146,11 +146,19 @@ def is_fake_kernel(obj) -> bool:
 
 
 def dispatcher_options(obj) -> dict:
+    """What a dispatcher compiles its function with: its options and, where it was declared
+    with some, its signatures (a device function declared ``(int64, int64)`` casts what the
+    kernel passes it, one declared ``(float64, float64)`` does not: different code)."""
     if is_fake_kernel(obj):
         # The simulator keeps only these (``FakeCUDAKernel.__init__``).
         return {"device": obj._device, "fastmath": obj._fastmath, "debug": obj._debug,
                 "extensions": list(obj.extensions)}
-    return obj.targetoptions
+    from .signatures import declared_signatures
+
+    declared = declared_signatures(obj)
+    if declared is None:
+        return obj.targetoptions
+    return {**obj.targetoptions, "declared signatures": list(declared.describe())}
 
 
 def numba_type_name(obj) -> str | None:

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import sys
 
-import numpy as np
-
 from ..errors import LaunchArgumentError
 
 __all__ = ["DeclaredSignatures", "declared_signatures"]
@@ -90,7 +88,8 @@ class DeclaredSignatures:
 
 
 def declared_signatures(fn) -> DeclaredSignatures | None:
-    """The declared signatures of a numba-cuda dispatcher made with some, else None."""
+    """The declared signatures of a numba-cuda dispatcher made with some (a kernel or a device
+    function), else None."""
     dispatcher_class = getattr(sys.modules.get("numba.cuda.dispatcher"), "CUDADispatcher", None)
     if dispatcher_class is None or not isinstance(fn, dispatcher_class):
         return None

@@ -65,6 +65,8 @@ NOT_THE_LANGUAGE = {
         "inspects numba's launch-configuration objects during its own compile",
     ("test_dispatcher", "TestDispatcher::test_launch_config_available_during_compile"):
         "inspects numba's launch-configuration objects during its own compile",
+    ("test_dispatcher", "TestDispatcher::test_ambiguous_new_version"):
+        "counts the overloads of numba's dispatcher object",
     ("test_ssa", "TestSSA::test_undefined_var"):
         "expects numba's compile-time warning from a second compile of the same kernel under "
         "another Numba setting; numba_cube compiled that kernel once",

@@ -207,3 +207,18 @@ def test_id_is_fixed_at_first_use_and_changes_are_refused():
     assert k.id == fixed
     g["TPB"] = 32
     k.check_frozen()
+
+
+def test_plain_functions_are_opaque():
+    """Two kernels calling equal-looking plain functions (whose meaning comes from Numba's
+    registry, e.g. an @overload registered for each) never share an id: a plain function cannot
+    vouch for the code it compiles to."""
+    def make():
+        def helper(a):
+            pass
+
+        def k(out):
+            helper(out)
+        return cube.kernel(k)
+
+    assert make().id != make().id

@@ -45,6 +45,7 @@ from numba_cube.backends.cpu.hidden import (ACC_PREFIX, HIDDEN_IDS, LINEAR_TID, 
 from numba_cube.backends.cpu.lowering import Lowered, Lowerer
 from numba_cube.backends.cpu.plan import build_plan, cube_level_lists, is_cube_control
 from numba_cube.backends.cpu.unitcode import Writer
+from numba_cube.kernel.signatures import declared_signatures
 
 #: bump when the shape of generated code changes in a way the text would not show
 TRANSLATOR_VERSION = 1
@@ -85,6 +86,15 @@ class Unit:
         key = id(py_func)
         if key not in self.devices:
             fn = load_function(py_func, "device function")
+            if declared_signatures(obj) is not None:
+                # numba-cuda casts a call's arguments to the declared signature; the generated
+                # device function would be compiled for whatever types it is called with.
+                raise self.kernel_fn.error(
+                    f"device function {fn.name!r} was declared with signatures "
+                    f"({', '.join(declared_signatures(obj).describe())}), whose argument "
+                    "conversions the CPU backend does not reproduce; declare it without "
+                    "signatures (cuda.jit(device=True)), or convert the arguments in the kernel",
+                    "device function with declared signatures", node)
             taken = {alias for alias, _, _ in self.devices.values()}
             alias, k = f"{fn.name}__dev", 1
             while alias in taken:

@@ -35,6 +35,8 @@ device) is described by ``dlpack.parse_dlpack`` and adopted the same way.
 
 from __future__ import annotations
 
+import sys
+
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -94,6 +96,8 @@ def parse_cai(obj) -> ForeignArray | None:
     if cai.get("mask") is not None:
         raise LaunchArgumentError("masked CUDA arrays are not supported as launch arguments")
     strides = cai.get("strides")
+    if strides is None:
+        strides = _numba_strides(obj)
     if strides is not None and not _c_contiguous(shape, tuple(strides), dtype.itemsize):
         raise LaunchArgumentError(
             f"{type(obj).__name__} argument is not C-contiguous (strides {tuple(strides)}); "
@@ -104,6 +108,19 @@ def parse_cai(obj) -> ForeignArray | None:
         if stream == 0:
             raise LaunchArgumentError("__cuda_array_interface__ stream 0 is disallowed by the protocol")
     return ForeignArray(ptr, shape, dtype, stream, obj)
+
+
+def _numba_strides(obj) -> tuple | None:
+    """A numba device array's own strides. Its interface says ``strides: None`` for a
+    *broadcast* array too (numba's ``is_contiguous`` skips stride-0 dimensions: a scalar that a
+    ufunc broadcast over ten elements reads as ten contiguous elements), which a kernel bound to
+    it as contiguous would read past; numba's kernels get the real strides, and so must this
+    check."""
+    devicearray = sys.modules.get("numba.cuda.cudadrv.devicearray")
+    cls = getattr(devicearray, "DeviceNDArray", None)
+    if cls is not None and isinstance(obj, cls):
+        return tuple(int(s) for s in obj.strides)
+    return None
 
 
 def _c_contiguous(shape: tuple, strides: tuple, itemsize: int) -> bool:
