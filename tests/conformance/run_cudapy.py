@@ -45,6 +45,11 @@ NOT_THE_LANGUAGE = {
         "and numba_cube both accept it)",
     ("test_array_alignment", "TestCudasimUnsupportedAlignment::test_shared_unsupported"):
         "asserts that the simulator refuses alignment= (a simulator limitation)",
+    ("test_intrinsics", "TestCudaIntrinsic::test_round_to_f4_halfway"):
+        "the simulator drops the declared float32 signature and rounds the float64 0.3425 with "
+        "CPython's round() (0.343); numba-cuda's own algorithm (cudaimpl.round_to_impl, "
+        "round-half-even on y = 342.5) gives 0.342 for that float64, as numba_cube's CPU backend "
+        "does; on a GPU, where the signature makes it a float32, numba_cube gives 0.343 and passes",
     # numba-cuda's dispatcher object and its caches: numba_cube compiles and launches through
     # its own, so the numba dispatcher these tests inspect was never asked to compile.
     ("test_array", "TestCudaArray::test_issue_4628"):
@@ -67,6 +72,8 @@ NOT_THE_LANGUAGE = {
         "inspects numba's launch-configuration objects during its own compile",
     ("test_dispatcher", "TestDispatcher::test_ambiguous_new_version"):
         "counts the overloads of numba's dispatcher object",
+    ("test_dispatcher", "TestDispatcher::test_explicit_signatures_device_unsafe"):
+        "its value assertions pass; it then counts the overloads of numba's dispatcher object",
     ("test_ssa", "TestSSA::test_undefined_var"):
         "expects numba's compile-time warning from a second compile of the same kernel under "
         "another Numba setting; numba_cube compiled that kernel once",
