@@ -24,7 +24,7 @@ import sys
 
 from ..errors import LaunchArgumentError
 
-__all__ = ["DeclaredSignatures", "declared_signatures"]
+__all__ = ["DeclaredSignatures", "declared_signatures", "launch_types"]
 
 
 class DeclaredSignatures:
@@ -42,16 +42,10 @@ class DeclaredSignatures:
     def convert(self, kernel_name: str, params: tuple, bound: tuple) -> tuple:
         """``bound`` (bindings and NumPy scalars) with each scalar converted to the type of the
         declared signature the arguments resolve to."""
-        import numba
         from numba.core import types
         from numba.np import numpy_support
 
-        actual = []
-        for b in bound:
-            if hasattr(b, "memory_id"):
-                actual.append(types.Array(numba.from_dtype(b.dtype), len(b.shape), "C"))
-            else:
-                actual.append(numba.typeof(b))
+        actual = launch_types(bound)
         declared = ", ".join(self.describe())
         try:
             chosen = self._typingctx.resolve_overload(self._py_func, list(self.signatures),
@@ -85,6 +79,16 @@ class DeclaredSignatures:
                     f"{want} cannot hold (numba.cuda would wrap it): pass a value in range")
             out.append(value)
         return tuple(out)
+
+
+def launch_types(bound: tuple) -> tuple:
+    """The Numba types of a launch's bound arguments: a binding of dtype D and ``ndim`` N is
+    ``types.Array(D, N, "C")`` (handles are C-contiguous), a scalar the type of its NumPy type."""
+    import numba
+    from numba.core import types
+
+    return tuple(types.Array(numba.from_dtype(b.dtype), len(b.shape), "C")
+                 if hasattr(b, "memory_id") else numba.typeof(b) for b in bound)
 
 
 def declared_signatures(fn) -> DeclaredSignatures | None:

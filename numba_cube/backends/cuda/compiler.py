@@ -35,6 +35,7 @@ import numpy as np
 
 from ...errors import CompileError
 from ...kernel.options import resolve
+from ...kernel.signatures import launch_types
 from .launch_plan import ArgLayout, CompiledKernel
 
 __all__ = ["NumbaCudaCompiler", "numba_types", "arg_kinds", "JIT_OPTIONS", "jit_options"]
@@ -82,16 +83,7 @@ def arg_kinds(args: tuple) -> tuple:
 
 def numba_types(args: tuple) -> tuple:
     """The Numba signature of a launch's arguments (bindings and scalars)."""
-    import numba
-    from numba.core import types
-
-    out = []
-    for a in args:
-        if hasattr(a, "memory_id"):
-            out.append(types.Array(numba.from_dtype(a.dtype), len(a.shape), "C"))
-        else:
-            out.append(numba.typeof(a))
-    return tuple(out)
+    return launch_types(args)
 
 
 def _debug_default() -> bool:
