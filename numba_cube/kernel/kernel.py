@@ -160,6 +160,15 @@ class Kernel:
         if not isinstance(config, tuple) or len(config) not in (2, 3, 4):
             raise LaunchArgumentError("launch configuration is kernel[count, dim]")
         count, dim = config[0], config[1]
+        if len(config) == 4 and config[3]:
+            # numba's fourth value sizes the kernel's dynamic shared memory
+            # (cuda.shared.array(0, ...)). Launching without it would hand the kernel no such
+            # memory: wrong values, or an illegal address that breaks the device. Refused
+            # until it is supported.
+            raise LaunchArgumentError(
+                f"kernel {self.name}: dynamic shared memory (kernel[count, dim, stream, "
+                f"{config[3]!r}]) is not supported by numba_cube yet; size the shared array "
+                "with a constant (cuda.shared.array(N, dtype)) instead")
         from ..runtime.eager import launch_eager
 
         return functools.partial(launch_eager, self, count, dim)

@@ -93,3 +93,15 @@ def test_numba_argument_hints_keep_their_meaning(hint, copied_back):
     with cube.client("cpu"):
         _set_first_to_three[1, 1](getattr(cuda, hint)(a))
     np.testing.assert_array_equal(a, [3 if copied_back else 0, 0])
+
+
+def test_dynamic_shared_memory_size_is_refused_not_ignored():
+    """``kernel[count, dim, stream, nbytes]`` with nbytes > 0 asks for dynamic shared memory,
+    which numba_cube cannot give yet: a LaunchArgumentError at the call, never a launch that
+    runs without it (0 is accepted: it asks for none)."""
+    out = np.zeros(4)
+    with cube.client("cpu"):
+        with pytest.raises(cube.LaunchArgumentError, match="dynamic shared memory"):
+            _set_first_to_three[1, 1, 0, 64](out)
+        _set_first_to_three[1, 1, 0, 0](out)
+    assert out[0] == 3
