@@ -60,7 +60,7 @@ _HERE = Path(__file__).parent
 #: digest of the runtime support the generated code imports (atomics, support): part of every
 #: module's text, so editing them invalidates the generated files and Numba's caches
 SUPPORT_DIGEST = hashlib.sha256(b"".join(
-    (_HERE / f).read_bytes() for f in ("atomics.py", "support.py"))).hexdigest()[:16]
+    (_HERE / f).read_bytes() for f in ("atomics.py", "support.py", "bitops.py"))).hexdigest()[:16]
 
 
 class Unit:

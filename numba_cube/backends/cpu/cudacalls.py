@@ -49,6 +49,10 @@ def _expr(src: str) -> ast.expr:
     return ast.parse(src, mode="eval").body
 
 
+#: numba.cuda's bit intrinsics, on the argument's own integer width (``bitops.py``)
+BIT_INTRINSICS = frozenset({"popc", "clz", "ffs", "brev"})
+
+
 class CudaCalls:
     """Mixin: lowering of CUDA builtin values and calls (needs ``fn``, ``env``, ``role``,
     ``owned``, ``n_reductions``, ``visit`` and ``_err`` from the ``Lowerer``)."""
@@ -169,6 +173,9 @@ class CudaCalls:
             return ast.IfExp(args[0], args[1], args[2])
         if path == "fma" and len(args) == 3:
             return ast.BinOp(ast.BinOp(args[0], ast.Mult(), args[1]), ast.Add(), args[2])
+        if path in BIT_INTRINSICS and len(args) == 1:
+            alias = self.env.helper("numba_cube.backends.cpu.bitops", path, "__" + path)
+            return ast.Call(name_node(alias), args, [])
         if path == "cbrt" and len(args) == 1:
             return ast.Call(_expr("__np.cbrt"), args, [])
         if path in BARRIERS or path in NOOPS or path in ("shared.array", "local.array") \
