@@ -1,6 +1,6 @@
 """Dataflow facts about lowered function bodies: uniformity, liveness, purity.
 
-These answer the three questions loop fission needs (``shared/research/cpu-kernels.md`` 2.1, 8):
+These answer the three questions loop fission needs:
 
 **Is a value cube-uniform?** A name is uniform when every assignment to it sits at *cube level*
 (directly in the kernel body or in the body of cube-level control flow, never under a

@@ -3,7 +3,7 @@
 Why this exists: the CPU backend runs the cubes (blocks) of a launch concurrently on a thread
 pool, so an update that CUDA performs atomically on a *global* array must be a real atomic
 instruction here too. Without it a ``prange`` histogram lost up to 3.9 M of 16.8 M increments in
-the research prototype (``shared/research/cpu-kernels.md`` section 2.4). Numba has no public
+the research prototype. Numba has no public
 atomics for the CPU target, so each operation is an ``@intrinsic`` that emits LLVM ``atomicrmw``
 or a ``cmpxchg`` loop.
 

@@ -1,8 +1,7 @@
 """On-disk home of generated kernel modules, safe to share between processes.
 
 Numba's ``cache=True`` only works for functions defined in a real file that can be re-imported by
-module name in a later process (``shared/research/cpu-kernels.md`` section 5.2: ``exec``'d code has
-no cache locator). So each generated module is written to ``<cache dir>/<kernel>_<sha16>.py``,
+module name in a later process (``exec``'d code has no cache locator). So each generated module is written to ``<cache dir>/<kernel>_<sha16>.py``,
 where ``sha16`` is the first 16 hex digits of the SHA-256 of its text, and loaded under the stable
 module name ``numba_cube_gen_<kernel>_<sha16>``, registered in ``sys.modules`` before its code runs
 (Numba re-imports it by that name when it loads a cached function). Numba's own cache files

@@ -1,6 +1,6 @@
 """Emit a kernel that has barriers (or shared memory) as loops over cubes and units.
 
-Shape of the generated chunk function (``shared/research/cpu-kernels.md`` section 2.1), which
+Shape of the generated chunk function, which
 ``codegen`` calls once per ``prange`` iteration (parallel variant) or once (serial variant)::
 
     def <kernel>__chunk(__c, __nchunks, <geometry>, <params>):

@@ -4,7 +4,7 @@ Without barriers and shared memory the cube structure carries no meaning on the 
 generated code does not loop over cubes: the launch's units, in row-major order of their global
 coordinates (``x`` fastest), are cut into equal chunks and each chunk runs in one ``prange``
 iteration (``codegen`` writes that loop). A grid of few large cubes then still uses every core,
-and consecutive units touch consecutive memory (``shared/research/cpu-kernels.md`` section 8)::
+and consecutive units touch consecutive memory::
 
     def <kernel>__chunk(__c, __nchunks, <geometry>, <params>):    # called per prange iteration
         for <each row (global y, z) that chunk __c covers>:          # a few divisions per row

@@ -2,7 +2,7 @@
 
 A generated module must be self-contained *as text*: Numba's ``cache=True`` re-imports it by name in
 a later process and tracks only its file, so nothing may be injected into its namespace at run
-time (``shared/research/cpu-kernels.md`` section 5.2). Each free name a kernel uses therefore
+time. Each free name a kernel uses therefore
 becomes one of:
 
 - a **literal** frozen into the text (``TPB = 256`` at module level -> ``256``), so that changing the
