@@ -30,7 +30,7 @@ from .autotune import Tuner, TuneResult, autotune, pow2_bucket
 from .backends.base import BACKEND_API_VERSION
 from .errors import (BackendNotFound, CaptureError, CompileError, CubeError, CubeWarning, DeviceFault,
                      DTypeError, ForeignHandleError, LaunchArgumentError, LaunchFailure,
-                     LaunchModeError, OptionError, ShapeError, StreamIdError,
+                     LaunchModeError, LayoutError, OptionError, ShapeError, StreamIdError,
                      UnrecordedFailureWarning)
 from .hookspecs import hookimpl
 from .kernel.kernel import Kernel, kernel
@@ -63,7 +63,7 @@ __all__ = [
     # errors
     "CubeError", "LaunchFailure", "CompileError", "ForeignHandleError", "CaptureError",
     "DeviceFault", "BackendNotFound", "LaunchArgumentError", "DTypeError", "ShapeError",
-    "StreamIdError", "OptionError", "LaunchModeError",
+    "LayoutError", "StreamIdError", "OptionError", "LaunchModeError",
     # warnings
     "CubeWarning", "UnrecordedFailureWarning",
 ]

@@ -14,6 +14,7 @@ code that does not know about numba_cube (the httpx / attrs convention)::
      ├── LaunchArgumentError    also a TypeError; a launch's arguments do not fit the kernel
      ├── DTypeError             also a TypeError; a buffer dtype kernels cannot use (object)
      ├── ShapeError             also a ValueError; a negative, non-integer or too large shape
+     ├── LayoutError            also a ValueError; a host array no one device copy can hold
      ├── StreamIdError          also a TypeError; a stream id that is not a StreamId
      ├── OptionError            also a TypeError; a client option the backend does not know
      └── LaunchModeError        also a RuntimeError; a dry_run/real_run exited without its enter
@@ -76,7 +77,35 @@ class CompileError(CubeError):
             where = f" ({filename}, line {lineno})"
         elif lineno:
             where = f" (line {lineno})"
-        super().__init__(message + where)
+        # Not super(): in a class combined with a compiler's own error (``wrapping``) the next
+        # class is that error's, whose __init__ takes its own arguments.
+        Exception.__init__(self, message + where)
+
+    @classmethod
+    def wrapping(cls, message: str, cause: BaseException) -> "CompileError":
+        """A ``CompileError`` for a compiler's own error ``cause`` (Numba's ``TypingError``, say),
+        with ``cause`` as ``__cause__``. It is also an instance of ``cause``'s class where the
+        two combine (``CompileError[TypingError]``), so code written for numba.cuda that catches
+        ``TypingError`` around a launch catches it through numba_cube as well."""
+        err = BaseException.__new__(_combined(cls, type(cause), "CompileError"))
+        err.__init__(message)
+        err.__cause__ = cause
+        return err
+
+    def __reduce__(self):
+        # A combined class is made at run time: rebuild it in the process that unpickles (a Dask
+        # worker, say) from the compiler error's class, which is importable.
+        extra = [b for b in type(self).__bases__ if not issubclass(b, CompileError)]
+        return (_restore_compile_error, (self.args, self.construct, self.lineno, self.filename,
+                                         extra[0] if extra else None))
+
+
+def _restore_compile_error(args, construct, lineno, filename, cause_type):
+    cls = _combined(CompileError, cause_type, "CompileError") if cause_type else CompileError
+    err = BaseException.__new__(cls)
+    Exception.__init__(err, *args)
+    err.construct, err.lineno, err.filename = construct, lineno, filename
+    return err
 
 
 class LaunchFailure(CubeError):
@@ -127,6 +156,25 @@ class LaunchFailure(CubeError):
 _ROOT_CLASSES: dict = {}
 
 
+def _combined(base: type, root_type: type, label: str) -> type:
+    """``base`` combined with ``root_type`` (``label[Root]``, deriving from both), or ``base``
+    itself where the two cannot be combined (see ``_with_root_class``)."""
+    key = (base, root_type)
+    combined = _ROOT_CLASSES.get(key)
+    if combined is None:
+        combined = base
+        if (issubclass(root_type, Exception) and not issubclass(root_type, base)
+                and not issubclass(root_type, (StopIteration, StopAsyncIteration))):
+            try:
+                combined = type(f"{label}[{root_type.__name__}]", (base, root_type),
+                                {"__module__": __name__, "__doc__": base.__doc__})
+                BaseException.__new__(combined)      # refused where the root's layout needs its own
+            except TypeError:
+                combined = base
+        _ROOT_CLASSES[key] = combined
+    return combined
+
+
 def _with_root_class(root_type: type) -> type:
     """``LaunchFailure`` combined with ``root_type``, or ``LaunchFailure`` itself where the two
     cannot be combined: a root that is already a ``LaunchFailure``, one that is not an
@@ -135,19 +183,7 @@ def _with_root_class(root_type: type) -> type:
     ``__new__`` (``OSError``).
     The root class's own ``__init__`` and ``__str__`` are never used (``LaunchFailure`` comes
     first and initialises the exception itself), so any exception class combines."""
-    combined = _ROOT_CLASSES.get(root_type)
-    if combined is None:
-        combined = LaunchFailure
-        if (issubclass(root_type, Exception) and not issubclass(root_type, LaunchFailure)
-                and not issubclass(root_type, (StopIteration, StopAsyncIteration))):
-            try:
-                combined = type(f"LaunchFailure[{root_type.__name__}]", (LaunchFailure, root_type),
-                                {"__module__": __name__, "__doc__": LaunchFailure.__doc__})
-                BaseException.__new__(combined)      # refused where the root's layout needs its own
-            except TypeError:
-                combined = LaunchFailure
-        _ROOT_CLASSES[root_type] = combined
-    return combined
+    return _combined(LaunchFailure, root_type, "LaunchFailure")
 
 
 class ForeignHandleError(CubeError, ValueError):
@@ -179,6 +215,13 @@ class DTypeError(CubeError, TypeError):
 class ShapeError(CubeError, ValueError):
     """A buffer of this shape cannot be made: a negative or non-integer dimension, or a byte size
     beyond what one buffer can address. Nothing was allocated."""
+
+
+class LayoutError(CubeError, ValueError):
+    """A host array whose elements are not one contiguous block of memory in C or F order, nor
+    a broadcast of one, passed to a numba-style launch: numba.cuda refuses it (``ValueError``:
+    "Array contains non-contiguous buffer"), and so does numba_cube, instead of launching on a
+    copy whose writes would not reach the caller's array as numba's would."""
 
 
 class StreamIdError(CubeError, TypeError):

@@ -38,6 +38,13 @@ class HostBackend(abc.ABC):
     #: not there. ``boundscheck`` is the runtime's portable one; a plugin adds its own here.
     compile_options: frozenset = frozenset({"boundscheck"})
 
+    #: The most dynamic shared memory (bytes per cube, ``cuda.shared.array(0, dtype)``) a launch
+    #: may ask for. 0 (the default): none; a launch asking for some is refused on the issuing
+    #: thread (``LaunchArgumentError``). A backend that sets it gets the size of every launch that
+    #: asks for some as a fourth argument of its artifact: ``artifact(count, dim, args,
+    #: shared_bytes)`` (a launch without any calls ``artifact(count, dim, args)``, as before).
+    max_dynamic_shared_bytes: int = 0
+
     def allocate(self, nbytes: int) -> Any:
         """Fresh memory of ``nbytes`` bytes, 64-byte aligned. The default is host memory: NumPy
         bytes, over-allocated and sliced so every buffer starts on the pool alignment (the
@@ -56,6 +63,14 @@ class HostBackend(abc.ABC):
             nbytes *= s
         return memory[offset:offset + nbytes].view(dtype).reshape(shape)
 
+    def strided_array(self, memory: Any, offset: int, shape: tuple, dtype: np.dtype,
+                      strides: tuple) -> np.ndarray:
+        """A NumPy view of ``memory`` with byte ``strides`` (not C-contiguous: an F-ordered,
+        transposed, strided or broadcast view), element ``[0, ..., 0]`` at byte ``offset``. The
+        default works for the default memory; NumPy itself refuses a view that would reach
+        outside it."""
+        return np.ndarray(shape, dtype, memory, offset, strides)
+
     @abc.abstractmethod
     def arg_type(self, value: Any) -> Any:
         """The hashable compile-time type of one argument (an array view or a scalar)."""
@@ -67,4 +82,5 @@ class HostBackend(abc.ABC):
     @abc.abstractmethod
     def compile(self, kernel, arg_types: tuple, extras: tuple, options: dict) -> Any:
         """Compile ``kernel`` for ``arg_types``; return a callable
-        ``artifact(count_xyz, dim_xyz, args)``. Raise ``CompileError`` when it cannot."""
+        ``artifact(count_xyz, dim_xyz, args)`` (and ``shared_bytes`` as a fourth argument, see
+        ``max_dynamic_shared_bytes``). Raise ``CompileError`` when it cannot."""

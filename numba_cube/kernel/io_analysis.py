@@ -46,10 +46,10 @@ import types as pytypes
 from typing import Sequence
 
 from .identity import fingerprint
-from .io_ir import Summary
+from .io_ir import TUPLE, Summary
 from .io_walk import walk
 
-__all__ = ["analyse_io", "IO_UNKNOWN"]
+__all__ = ["analyse_io", "IO_UNKNOWN", "TUPLE"]
 
 IO_UNKNOWN = None
 """The entry of a parameter whose reads and writes the analysis cannot tell."""
@@ -85,8 +85,9 @@ def analyse_io(py_func, ndims: Sequence[int | None]) -> tuple[str | None, ...]:
     if len(key) != n_params:
         raise ValueError(f"{func.__qualname__} has {n_params} parameters, "
                          f"got {len(key)} ndims")
-    if any(nd is not None and nd < 0 for nd in key):
-        # Negative entries are internal markers (io_ir.ANY_NDIM, io_ir.INDEX).
+    if any(nd is not None and nd < 0 and nd != TUPLE for nd in key):
+        # Negative entries are internal markers (io_ir.ANY_NDIM, io_ir.INDEX); TUPLE is public:
+        # the runtime passes it for a tuple argument.
         raise ValueError(f"negative ndim in {key!r}")
     outermost = getattr(_local, "digests", None) is None
     if outermost:

@@ -12,7 +12,7 @@ import types as pytypes
 
 from numba.core import ir
 
-from .io_ir import ANY_NDIM, INDEX, UNRESOLVED, CudaPath, Ref
+from .io_ir import ANY_NDIM, INDEX, TUPLE, UNRESOLVED, CudaPath, Ref
 from .io_rules import METHOD_RULES, Rule, is_cuda_object, rule_for_cuda_path, rule_for_object
 
 __all__ = ["CallsMixin"]
@@ -100,7 +100,13 @@ class CallsMixin:
             if ref is not None and ref.kind not in ("array", "elem"):
                 return None                           # a tuple of arrays into a callee: escape
             if ref is not None and ref.kind == "array":
-                ndims.append(ANY_NDIM if ref.ndim is None else ref.ndim)
+                if ref.ndim is None and any(self.ndims[p] == TUPLE for p in ref.params
+                                            if p < len(self.ndims)):
+                    # An item of a tuple parameter may be an int, an array or a tuple: the
+                    # callee must not take it for an array (its m[k] could be a row).
+                    ndims.append(TUPLE)
+                else:
+                    ndims.append(ANY_NDIM if ref.ndim is None else ref.ndim)
             else:       # tell the callee when a value is an integer: m[i] there is then exact
                 ndims.append(INDEX if var is not None and self.defs.index_shape(var) == (1, 0)
                              else None)

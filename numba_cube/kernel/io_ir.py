@@ -14,12 +14,15 @@ from numba.core import ir
 
 from .io_cuda import is_cuda_namespace, is_cuda_object
 
-__all__ = ["ANY_NDIM", "INDEX", "Ref", "Summary", "Summarise", "CudaPath", "UNRESOLVED", "Defs"]
+__all__ = ["ANY_NDIM", "INDEX", "TUPLE", "Ref", "Summary", "Summarise", "CudaPath", "UNRESOLVED", "Defs"]
 
 # Entries of the per-parameter ``ndims`` besides an array's ndim (>= 0) and None (a value of
 # no known kind). Negative, so that they can never be mistaken for a public ndim.
 ANY_NDIM = -1          # an array whose ndim is not known (a view of unknown rank)
 INDEX = -2             # not an array: an integer, usable as one index
+# A tuple (maybe nested, maybe a namedtuple) that may hold arrays: a kernel's tuple parameter.
+# Its items are not told apart: the answer for the parameter is the answer for each array in it.
+TUPLE = -3
 
 
 @dataclass(frozen=True)

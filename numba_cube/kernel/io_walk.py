@@ -26,7 +26,7 @@ import numpy as np
 from numba.core import ir
 
 from .io_calls import CallsMixin
-from .io_ir import ANY_NDIM, INDEX, Defs, Ref, Summarise, Summary
+from .io_ir import ANY_NDIM, INDEX, TUPLE, Defs, Ref, Summarise, Summary
 from .io_rules import META_ATTRS, METHOD_RULES, VIEW_ATTRS
 
 __all__ = ["walk"]
@@ -153,6 +153,10 @@ class _Walker(CallsMixin):
             nd = self.ndims[value.index] if value.index < len(self.ndims) else None
             if nd is None or nd == INDEX:
                 return Ref(frozenset({value.index}), "elem")   # a scalar, or a record
+            if nd == TUPLE:
+                # t[k] is then an array of unknown rank (or a nested tuple, which the same
+                # rules treat as one): t[0][i] = v writes it, any other use escapes.
+                return Ref(frozenset({value.index}), "tuple", None)
             return Ref(frozenset({value.index}), "array", None if nd == ANY_NDIM else nd)
         if isinstance(value, ir.Var):
             ref = self.ref(value)
@@ -205,7 +209,10 @@ class _Walker(CallsMixin):
             self.use(index, ref, "")
             return False
         self.use(index, ref, "r")
-        return True
+        # What comes out of a tuple parameter may be ints as well as arrays: m[t] or m[t[0]] may
+        # be a view (a row), not a copy, so it is not fancy indexing; the caller then treats
+        # the index as one of unknown shape (element or view: both counted).
+        return not any(self.ndims[p] == TUPLE for p in ref.params if p < len(self.ndims))
 
     def expr_getattr(self, e: ir.Expr) -> Ref | None:
         base = self.ref(e.value)

@@ -62,6 +62,13 @@ def _python_function(obj) -> Callable:
     raise TypeError(f"cube.kernel needs a Python function or a numba.cuda dispatcher, got {type(obj).__name__}")
 
 
+def _is_cuda_dispatcher(obj) -> bool:
+    """Whether ``obj`` is numba-cuda's ``CUDADispatcher`` (by name: importing numba.cuda here
+    would make every ``cube.kernel`` pay for it; the simulator's ``FakeCUDAKernel`` is not one)."""
+    return any(c.__name__ == "CUDADispatcher" and c.__module__.startswith("numba.cuda")
+               for c in type(obj).__mro__)
+
+
 def _refuse_non_kernels(py_func) -> None:
     """A generator or coroutine function as a kernel: refused, naming the construct.
 
@@ -91,6 +98,10 @@ class Kernel:
         #: a wrapped dispatcher's explicit signatures (``cuda.jit("void(int32)")``), else None:
         #: launches resolve and convert their arguments against them (``signatures.py``)
         self.signatures = declared_signatures(fn)
+        #: the wrapped numba-cuda ``CUDADispatcher`` when the kernel is exactly it (no options of
+        #: its own), else None: the CUDA backend then compiles through it, so numba-cuda's
+        #: inspection tools (``d.inspect_asm()``, ``d.overloads``) see what numba_cube launched
+        self.dispatcher = fn if not options and _is_cuda_dispatcher(fn) else None
         self.name = name or self.py_func.__name__
         sig = inspect.signature(self.py_func)
         self.params: tuple[str, ...] = tuple(sig.parameters)
@@ -156,22 +167,22 @@ class Kernel:
 
     # -- launches -----------------------------------------------------------------------------------
     def __getitem__(self, config) -> Callable:
-        """``kernel[count, dim](*args)``: numba-style launch on the current client (``cube.use``)."""
+        """``kernel[count, dim](*args)``: numba-style launch on the current client (``cube.use``);
+        ``kernel[count, dim, stream, shared_bytes]`` sizes its dynamic shared memory, as in
+        numba.cuda."""
         if not isinstance(config, tuple) or len(config) not in (2, 3, 4):
-            raise LaunchArgumentError("launch configuration is kernel[count, dim]")
+            raise LaunchArgumentError("launch configuration is kernel[count, dim] or "
+                                      "kernel[count, dim, stream, shared_bytes]")
         count, dim = config[0], config[1]
-        if len(config) == 4 and config[3]:
-            # numba's fourth value sizes the kernel's dynamic shared memory
-            # (cuda.shared.array(0, ...)). Launching without it would hand the kernel no such
-            # memory: wrong values, or an illegal address that breaks the device. Refused
-            # until it is supported.
-            raise LaunchArgumentError(
-                f"kernel {self.name}: dynamic shared memory (kernel[count, dim, stream, "
-                f"{config[3]!r}]) is not supported by numba_cube yet; size the shared array "
-                "with a constant (cuda.shared.array(N, dtype)) instead")
+        # numba's fourth value sizes the kernel's dynamic shared memory (the bytes every
+        # cuda.shared.array(0, dtype) views). It must reach the launch: without it the kernel
+        # gets no such memory, and on a GPU its first access is an illegal address. The client
+        # validates it on this thread, before anything is queued. (The third value, numba's
+        # stream, is not numba_cube's: the launch takes this thread's stream.)
+        shared_bytes = config[3] if len(config) == 4 else 0
         from ..runtime.eager import launch_eager
 
-        return functools.partial(launch_eager, self, count, dim)
+        return functools.partial(launch_eager, self, count, dim, shared_bytes=shared_bytes)
 
     def __call__(self, *args, **kwargs):
         raise TypeError(f"kernel {self.name} must be launched: kernel[count, dim](*args) or "

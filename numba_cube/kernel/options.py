@@ -46,9 +46,13 @@ def kernel_options(fn, given: Mapping) -> dict:
     options = {**dispatcher_options(fn), **given}
     name = getattr(fn, "__name__", type(fn).__name__)
     if options.pop("device", False):
-        raise CompileError(f"{name!r} is a device function (device=True); a kernel cannot be one "
-                           "(numba-cuda: 'Cannot compile a device function as a kernel')",
-                           construct="device=True")
+        # Also a RuntimeError, numba-cuda's class for it, so code catching that keeps working.
+        err = CompileError.wrapping(
+            f"{name!r} is a device function (device=True); a kernel cannot be one "
+            "(numba-cuda: 'Cannot compile a device function as a kernel')",
+            RuntimeError("Cannot compile a device function as a kernel"))
+        err.construct = "device=True"
+        raise err
     unknown = sorted(set(options) - KNOWN_OPTIONS)
     if unknown:
         raise OptionError(f"kernel {name!r}: unknown compile option(s) {', '.join(unknown)}; "

@@ -9,9 +9,12 @@ float32 first. Ignoring the signatures would compile the kernel for int64 and fl
 give other numbers without an error, so numba_cube resolves them the same way, with numba's own
 typing context, before the launch leaves the issuing thread:
 
-- the arguments resolve to one declared signature: scalars are converted to its types (an int
-  that does not fit the declared integer type is a ``LaunchArgumentError``, where numba would
-  wrap it silently), arrays must already have its dtype and dimension count;
+- the arguments resolve to one declared signature: scalars are converted to its types as
+  numba-cuda converts them (through ``ctypes``: an int that does not fit the declared integer
+  type wraps around, ``0xFFFFFFFF`` for an ``int32`` is ``-1``, which numba.cuda code relies on
+  to pass bit patterns), arrays must already have its dtype and dimension count;
+- tuples convert item by item; records, enum members and dates must have the declared type
+  (``void(Record(...))``: the record's dtype; numba converts none of them);
 - none or several resolve: ``LaunchArgumentError`` (a ``TypeError``, as numba raises), naming the
   declared signatures and the arguments' types.
 
@@ -21,6 +24,8 @@ Only numba-cuda's real dispatchers carry signatures: the simulator's ``cuda.jit`
 from __future__ import annotations
 
 import sys
+
+import numpy as np
 
 from ..errors import LaunchArgumentError
 
@@ -42,53 +47,79 @@ class DeclaredSignatures:
     def convert(self, kernel_name: str, params: tuple, bound: tuple) -> tuple:
         """``bound`` (bindings and NumPy scalars) with each scalar converted to the type of the
         declared signature the arguments resolve to."""
-        from numba.core import types
-        from numba.np import numpy_support
-
         actual = launch_types(bound)
         declared = ", ".join(self.describe())
         try:
             chosen = self._typingctx.resolve_overload(self._py_func, list(self.signatures),
                                                       actual, {}, allow_ambiguous=False)
         except TypeError as exc:
-            raise LaunchArgumentError(
-                f"kernel {kernel_name}: the arguments ({', '.join(map(str, actual))}) match "
-                f"several declared signatures equally well ({exc}); numba.cuda refuses this "
-                "too: pass arguments of one signature's types") from None
-        if chosen is None:
-            raise LaunchArgumentError(
-                f"kernel {kernel_name}: no declared signature ({declared}) matches the "
-                f"arguments ({', '.join(map(str, actual))}): pass arguments of a declared type, "
-                "or wrap the plain function (cube.kernel(f)) to compile for any types")
-        out = []
-        for name, b, want in zip(params, bound, chosen.args):
-            if hasattr(b, "memory_id"):
-                if not (isinstance(want, types.Array) and want.ndim == len(b.shape)
-                        and numpy_support.as_dtype(want.dtype) == b.dtype):
-                    raise LaunchArgumentError(
-                        f"kernel {kernel_name}: argument {name!r} is a {b.dtype} array of "
-                        f"{len(b.shape)} dimension(s); the signature it resolves to "
-                        f"({chosen}) declares {want}")
-                out.append(b)
-                continue
-            dtype = numpy_support.as_dtype(want)
-            value = dtype.type(b)
-            if dtype.kind in "iub" and value != b:
+            if "No matching definition" in str(exc):
+                chosen = None       # numba says no match by raising too, in some of its paths
+            else:
                 raise LaunchArgumentError(
-                    f"kernel {kernel_name}: argument {name!r} is {b!r}, which the declared type "
-                    f"{want} cannot hold (numba.cuda would wrap it): pass a value in range")
-            out.append(value)
-        return tuple(out)
+                    f"kernel {kernel_name}: the arguments ({', '.join(map(str, actual))}) match "
+                    f"several declared signatures equally well ({exc}); numba.cuda refuses this "
+                    "too: pass arguments of one signature's types") from None
+        if chosen is None:
+            # numba's words first ("No matching definition"), which code written for numba.cuda
+            # may look for in the TypeError.
+            raise LaunchArgumentError(
+                f"No matching definition for argument type(s) {', '.join(map(str, actual))}: "
+                f"kernel {kernel_name} declares only ({declared}); pass arguments of a declared "
+                "type, or wrap the plain function (cube.kernel(f)) to compile for any types")
+        return tuple(_convert(kernel_name, name, b, want, chosen)
+                     for name, b, want in zip(params, bound, chosen.args))
+
+
+def _convert(kernel_name: str, name: str, b, want, chosen):
+    """One bound argument converted to the declared type ``want`` of the chosen signature."""
+    from numba.core import types
+    from numba.np import numpy_support
+
+    from ..runtime.composite import COMPOSITE_TYPES, TupleArg
+
+    if hasattr(b, "memory_id"):
+        if not (isinstance(want, types.Array) and want.ndim == len(b.shape)
+                and numpy_support.as_dtype(want.dtype) == b.dtype):
+            raise LaunchArgumentError(
+                f"kernel {kernel_name}: argument {name!r} is a {b.dtype} array of "
+                f"{len(b.shape)} dimension(s); the signature it resolves to "
+                f"({chosen}) declares {want}")
+        return b
+    if type(b) is TupleArg:
+        # A tuple converts item by item, as numba converts each member (int64 items passed for
+        # a UniTuple(int32, n) are int32 in the kernel).
+        if not isinstance(want, types.BaseTuple) or len(want) != len(b.items):
+            raise LaunchArgumentError(
+                f"kernel {kernel_name}: argument {name!r} is a tuple of {len(b.items)} item(s); "
+                f"the signature it resolves to ({chosen}) declares {want}")
+        items = tuple(_convert(kernel_name, f"{name}[{i}]", v, w, chosen)
+                      for i, (v, w) in enumerate(zip(b.items, want)))
+        return TupleArg(items, b.cls)
+    if type(b) in COMPOSITE_TYPES:
+        # Records, enum members, dates: numba converts none of them; they must be the type.
+        if b.numba_type() != want:
+            raise LaunchArgumentError(
+                f"kernel {kernel_name}: argument {name!r} is a {b.numba_type()}; the signature "
+                f"it resolves to ({chosen}) declares {want}")
+        return b
+    dtype = numpy_support.as_dtype(want)
+    if dtype.kind in "iu":
+        # numba-cuda packs an integer argument with ctypes (c_int32(v) and the like), which keeps
+        # the low bits: the C conversion NumPy's astype makes too.
+        return np.asarray(b).astype(dtype)[()]
+    return dtype.type(b)
 
 
 def launch_types(bound: tuple) -> tuple:
     """The Numba types of a launch's bound arguments: a binding of dtype D and ``ndim`` N is
-    ``types.Array(D, N, "C")`` (handles are C-contiguous), a scalar the type of its NumPy type."""
-    import numba
-    from numba.core import types
+    ``types.Array(D, N, L)``, its layout L ("C", "F" or "A") from its strides as ``numba.typeof``
+    gives it for the same NumPy array (``Binding.layout``), so declared signatures
+    (``float64[::1, :]``) match as in numba-cuda; a scalar the type of its NumPy type, a
+    composite (a tuple, a record, an enum member, a date: ``runtime/composite.py``) its own."""
+    from ..runtime.composite import leaf_type
 
-    return tuple(types.Array(numba.from_dtype(b.dtype), len(b.shape), "C")
-                 if hasattr(b, "memory_id") else numba.typeof(b) for b in bound)
+    return tuple(leaf_type(b) for b in bound)
 
 
 def declared_signatures(fn) -> DeclaredSignatures | None:

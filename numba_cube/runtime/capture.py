@@ -63,6 +63,8 @@ class Recorded:
     # ``report(failure, inherited)``: told the dispatch's failure when the write set cannot carry
     # it alone (a launch that writes nothing, or one whose caller waits for it: outcomes.py).
     report: Any = None
+    # Dynamic shared memory per cube: a recording replays with the size it was launched with.
+    shared_bytes: int = 0
 
 
 @dataclass
@@ -106,7 +108,12 @@ def run_recorded(ledger, rec: Recorded) -> float | None:
         if scope.entered:
             start = time.perf_counter()
             try:
-                rec.artifact(count, rec.dim, rec.arrays)
+                if rec.shared_bytes:
+                    # Only then: an artifact of a backend without dynamic shared memory takes
+                    # three arguments (HostBackend.compile), and is never asked for any.
+                    rec.artifact(count, rec.dim, rec.arrays, rec.shared_bytes)
+                else:
+                    rec.artifact(count, rec.dim, rec.arrays)
             except Exception as exc:  # noqa: BLE001 - the kernel's own failure
                 scope.fail(exc)
                 if report is not None:

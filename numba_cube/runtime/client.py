@@ -7,6 +7,8 @@ here and handed to the server as a value.
 
 The gates of a launch, in this order:
 
+0. a dynamic shared memory size (``shared_bytes``) must be an int from 0 to the device's limit
+   (``server.max_dynamic_shared_bytes``), else ``LaunchArgumentError``, also for a zero grid;
 1. a static grid with a zero dimension returns at once (nothing compiled, claimed or queued);
 2. every buffer binding, and the dynamic count's, must belong to this device, else
    ``ForeignHandleError`` right here: memory coordinates of another device are garbage there;
@@ -35,8 +37,9 @@ from ..errors import ForeignHandleError, LaunchArgumentError
 from ..kernel.kernel import Kernel, kernel as make_kernel
 from . import observers, profiling
 from .arguments import bind_arguments
-from .geometry import CubeCount, CubeDim
+from .geometry import CubeCount, CubeDim, dynamic_shared_bytes
 from .handle import Allocation, Binding, Handle, buffer_dtype, buffer_nbytes, buffer_shape
+from .layout import f_strides
 from .modes import LaunchMode, claim_skipped_launch, launch_mode
 from .outcomes import LaunchOutcome
 from .requests import LaunchRequest
@@ -99,25 +102,38 @@ class Client:
         return False
 
     # -- buffers ---------------------------------------------------------------------------------------
-    def empty(self, shape, dtype=np.float64) -> Handle:
-        """A new buffer of ``shape`` and ``dtype``, contents undefined. ``ShapeError`` for a negative
+    def empty(self, shape, dtype=np.float64, order: str = "C") -> Handle:
+        """A new buffer of ``shape`` and ``dtype``, contents undefined; ``order="F"`` lays it out
+        column-major (numba.cuda's ``device_array(..., order="F")``). ``ShapeError`` for a negative
         or non-integer dimension or a byte size no buffer can address, ``DTypeError`` for a dtype
         of Python objects; nothing is allocated then. Inside a capture window, ``CaptureError``
         when the pool has no free block that fits."""
+        if order not in ("C", "F"):
+            raise ValueError(f"order is 'C' or 'F', got {order!r}")
         shape = buffer_shape(shape)
         dtype = buffer_dtype(dtype)
         nbytes = buffer_nbytes(shape, dtype)
         memory_id = self.server.channel.call(self.server.op_alloc, nbytes, self.stream_id)
-        return Handle(Allocation(self.server, memory_id, nbytes), 0, shape, dtype)
+        strides = f_strides(shape, dtype.itemsize) if order == "F" else None
+        return Handle(Allocation(self.server, memory_id, nbytes), 0, shape, dtype, strides)
 
     def create(self, data) -> Handle:
         """A new buffer holding a copy of ``data`` (anything ``numpy.asarray`` takes, but not an
-        array of Python objects: ``DTypeError``)."""
+        array of Python objects: ``DTypeError``).
+
+        An F-contiguous array (``np.asfortranarray``, a transpose ``a.T``) stays F-ordered: its
+        bytes are copied as they are and the handle has its strides, so a kernel is typed
+        ``Array(..., "F")`` for it as numba.cuda's ``to_device`` would type it. Any other layout is
+        made C-contiguous (a copy is a copy: ``to_device`` itself refuses those)."""
         arr = np.asarray(data)
         buffer_dtype(arr.dtype)
-        if not arr.flags.c_contiguous:
+        if arr.flags.c_contiguous:
+            handle = self.empty(arr.shape, arr.dtype)
+        elif arr.flags.f_contiguous:
+            handle = self.empty(arr.shape, arr.dtype, order="F")
+        else:
             arr = np.ascontiguousarray(arr)  # (ascontiguousarray alone would make 0-d arrays 1-d)
-        handle = self.empty(arr.shape, arr.dtype)
+            handle = self.empty(arr.shape, arr.dtype)
         self.server.initial_write(handle.binding(), arr)
         return handle
 
@@ -128,10 +144,16 @@ class Client:
         handle repairs a failed buffer.
         """
         b = self._own(handle)
+        if not b.compact and not getattr(self.server, "strided_host_writes", True):
+            raise LaunchArgumentError(
+                f"{self.device} cannot write a non-contiguous view (shape {handle.shape}, strides "
+                f"{handle.strides}) from the host: write the whole buffer, or a contiguous view")
         self._refuse_in_capture("a host write into a handle")
         staged = np.array(data, dtype=handle.dtype, copy=True, order="C")
         if staged.size != handle.size:
             raise ValueError(f"write of {staged.size} elements into a handle of {handle.size}")
+        # (reshaped in C order: the elements are the handle's in index order, whatever its
+        # layout; the server lays them out as its strides say)
         staged = staged.reshape(handle.shape)
         self.server.channel.submit(self.server.op_write, b, staged, self.stream_id)
 
@@ -204,10 +226,15 @@ class Client:
             unrecorded.report(None if every_thread else threading.get_ident(), _USER_FRAME)
 
     # -- launch ---------------------------------------------------------------------------------------
-    def launch(self, kernel, count, dim, *args) -> None:
+    def launch(self, kernel, count, dim, *args, shared_bytes: int = 0) -> None:
         """Launch ``kernel`` on ``count`` cubes of ``dim`` units. Returns nothing: a failure is
         recorded on the buffers the launch should have written (one that writes none is reported
-        as an ``UnrecordedFailureWarning``)."""
+        as an ``UnrecordedFailureWarning``).
+
+        ``shared_bytes`` sizes the dynamic shared memory of each cube, which every
+        ``cuda.shared.array(0, dtype)`` of the kernel views (numba's ``kernel[count, dim, stream,
+        shared_bytes]``); a negative size, or one above the device's limit, is
+        ``LaunchArgumentError`` here, before anything is queued."""
         server = self.server
         fast = self._fast
         if fast is not None and not WATCHING[0] and server.exclusive.owner is None:
@@ -221,14 +248,14 @@ class Client:
                     stream = _thread_streams.current     # StreamId.current(), inlined
                 except AttributeError:
                     stream = StreamId.current()
-            kernel_id = fast(kernel, count, dim, args, stream, self._options_key)
+            kernel_id = fast(kernel, count, dim, args, stream, self._options_key, shared_bytes)
             if kernel_id is not None:
                 testing.note_launch(kernel_id)              # gate 3
                 return
             raw = (kernel, count, dim, args)
         else:
             raw = None
-        req = self._request(kernel, count, dim, args, raw, None)
+        req = self._request(kernel, count, dim, args, raw, None, shared_bytes)
         if req is None:
             return
         prof = profiling.active_profile(req.stream) if profiling.ACTIVE[0] else None
@@ -240,14 +267,14 @@ class Client:
         # launch was recorded, not lost.
         profiling.note_duration(prof, req.kernel.id, self._submit(req, blocking=True))
 
-    def launch_and_wait(self, kernel, count, dim, *args) -> None:
+    def launch_and_wait(self, kernel, count, dim, *args, shared_bytes: int = 0) -> None:
         """Launch, wait for this launch (not for other work), and raise its ``LaunchFailure`` if it
         failed (its own failure, or the one it inherited from an input), whether or not it writes
         a buffer: what a numba-style ``kernel[count, dim](...)`` does. Inside a dry run it is
         compiled and skipped (the dry run lists a failure); on a stream that is capturing, it is
-        recorded."""
+        recorded. ``shared_bytes`` as for ``launch``."""
         outcome = LaunchOutcome()
-        req = self._request(kernel, count, dim, args, None, outcome)
+        req = self._request(kernel, count, dim, args, None, outcome, shared_bytes)
         if req is None:
             return
         prof = profiling.active_profile(req.stream) if profiling.ACTIVE[0] else None
@@ -260,8 +287,12 @@ class Client:
         if outcome.failure is not None:
             raise outcome.failure.to_exception()
 
-    def _request(self, kernel, count, dim, args, raw, outcome) -> LaunchRequest | None:
-        """Gates 1-5 (module docstring): the request to submit, or None for a zero grid."""
+    def _request(self, kernel, count, dim, args, raw, outcome, shared_bytes=0) -> LaunchRequest | None:
+        """Gates 0-5 (module docstring): the request to submit, or None for a zero grid."""
+        if shared_bytes or type(shared_bytes) is not int:   # gate 0 (the int 0 needs no check)
+            shared_bytes = dynamic_shared_bytes(
+                shared_bytes, self.server.max_dynamic_shared_bytes,
+                getattr(kernel, "name", None) or getattr(kernel, "__name__", "?"), self.device)
         count = CubeCount.coerce(count)
         if count.is_zero:                                   # gate 1
             return None
@@ -284,7 +315,7 @@ class Client:
         # Last, so that nothing can raise between the claim and the submission (_submit).
         skipped = claim_skipped_launch(server, kernel.id) if mode is LaunchMode.SKIP else None
         return LaunchRequest(kernel, count, dim, bound, count_binding, stream, mode, self._options_key,
-                             raw, threading.get_ident(), outcome, skipped)
+                             raw, threading.get_ident(), outcome, skipped, shared_bytes)
 
     def _submit(self, req: LaunchRequest, blocking: bool):
         server = self.server

@@ -5,6 +5,16 @@ host arrays are copied into fresh handles, the launch runs on the current client
 the kernel writes (its write set, runtime.md 4.2) are read back into the caller's arrays. Handles
 may be mixed in and are passed through untouched.
 
+Layouts are numba.cuda's (``auto_device``): an F-ordered array stays F-ordered on the device (the
+kernel is typed ``Array(..., "F")``), a broadcast one keeps its stride-0 axes over one copy of its
+core, and an array that is no contiguous block is refused (``LayoutError``, a ``ValueError``), as
+numba's ``sentry_contiguous`` refuses it (``_stage_array``).
+
+Host arrays inside tuple arguments are copied in and back the same way (an array in a tuple is
+copied back when the analysis says the tuple parameter is written). A structured scalar
+(``arr[k]``, a NumPy record) is passed as numba.cuda passes it: by reference to a copy that is
+copied back into the caller's record after the launch, written or not.
+
 The call is synchronous, so its failure is raised right there, as ``LaunchFailure``, whether or
 not the launch writes a buffer that could carry it (a kernel with only scalar or read-only
 arguments that raises, reads out of bounds or does not compile): the launch is submitted blocking
@@ -24,7 +34,10 @@ import sys
 
 import numpy as np
 
+from ..errors import LayoutError
+from ..kernel.io_ir import TUPLE
 from ..kernel.kernel import resolve_access
+from .arguments import RecordArgument
 
 __all__ = ["launch_eager"]
 
@@ -46,7 +59,81 @@ def _unhint(arg):
     return arg, _IF_WRITTEN
 
 
-def launch_eager(kernel, count, dim, *args) -> None:
+def _stage(client, i: int, a, rule: str, host: list):
+    """The launch argument for the caller's ``a``: host arrays (also inside tuples) copied into
+    new handles, a structured scalar into a one-element handle passed by reference (numba.cuda's
+    ``wrap_arg``: always copied back, into the caller's record). Each staged buffer is added to
+    ``host`` as ``(parameter index, where to copy back, handle, rule)``."""
+    if isinstance(a, np.ndarray):
+        return _stage_array(client, i, a, rule, host)
+    if isinstance(a, np.void) and a.dtype.fields is not None:
+        # np.asarray of a record is a writable 0-d view of the record's own bytes (which are the
+        # caller's array's, for a record taken as arr[k]): the copy back lands there.
+        target = np.asarray(a)
+        h = client.create(target.reshape(1))
+        host.append((i, target, h, _ALWAYS))
+        return RecordArgument(h)
+    if isinstance(a, tuple):
+        items = [_stage(client, i, v, rule, host) for v in a]
+        return tuple(items) if type(a) is tuple else type(a)(*items)
+    return a
+
+
+def _warn_implicit_copy(client, values: list) -> None:
+    """numba-cuda's ``NumbaPerformanceWarning`` for a host array copied to a GPU and back, under
+    the same switches (``NUMBA_CUDA_WARN_ON_IMPLICIT_COPY``, ``NUMBA_DISABLE_PERFORMANCE_WARNINGS``).
+    Not on the CPU backend (its memory is host memory), not for arrays the device can address
+    (numba's mapped arrays carry ``__cuda_array_interface__``)."""
+    if not client.device.startswith("cuda"):
+        return
+    config = sys.modules.get("numba.cuda.core.config")
+    errors = sys.modules.get("numba.cuda.core.errors")
+    if config is None or errors is None:
+        return
+    if not getattr(config, "CUDA_WARN_ON_IMPLICIT_COPY", 0) or \
+            getattr(config, "DISABLE_PERFORMANCE_WARNINGS", 0):
+        return
+    if any(_copied_host_array(v) for v in values):
+        import warnings
+
+        warnings.warn(errors.NumbaPerformanceWarning(
+            "Host array used in CUDA kernel will incur copy overhead to/from device."),
+            stacklevel=3)
+
+
+def _copied_host_array(value) -> bool:
+    if isinstance(value, tuple):
+        return any(_copied_host_array(v) for v in value)
+    return isinstance(value, np.ndarray) and not hasattr(value, "__cuda_array_interface__")
+
+
+def _stage_array(client, i: int, a: np.ndarray, rule: str, host: list):
+    """A host array on the device as numba.cuda's ``auto_device`` puts it there: its *core*
+    (the array without its broadcast, stride-0, axes: ``devicearray.array_core``) copied as it
+    is laid out, C or F, and the kernel given the caller's shape with the stride-0 axes kept, so
+    an F-ordered array is typed ``Array(..., "F")`` and a broadcast one reads (and writes) its
+    one copy of each element. A core that is neither C- nor F-contiguous (``a[::2]``) is
+    refused, as numba's ``sentry_contiguous`` refuses it."""
+    if a.size == 0 or 0 not in a.strides:
+        core, broadcast = a, False
+    else:
+        core, broadcast = a[tuple(0 if s == 0 else slice(None) for s in a.strides)], True
+    if not (core.flags.c_contiguous or core.flags.f_contiguous):
+        raise LayoutError(
+            f"argument {i} is a host array of shape {a.shape} and strides {a.strides}, not one "
+            "contiguous block (numba.cuda refuses it too: \"Array contains non-contiguous "
+            "buffer\"); pass np.ascontiguousarray(...) of it")
+    h = client.create(core)
+    host.append((i, core, h, rule))
+    if not broadcast:
+        return h
+    core_strides = iter(h.strides)
+    strides = tuple(0 if s == 0 else next(core_strides) for s in a.strides)
+    return h.strided_view(0, a.shape, strides)
+
+
+def launch_eager(kernel, count, dim, *args, shared_bytes=0) -> None:
+    """``kernel[count, dim](*args)`` (``shared_bytes``: ``kernel[count, dim, stream, nbytes]``)."""
     from .registry import current_client
 
     client = current_client()
@@ -54,16 +141,16 @@ def launch_eager(kernel, count, dim, *args) -> None:
     for i, a in enumerate(args):
         a, rule = _unhint(a)
         values.append(a)
-        if isinstance(a, np.ndarray):
-            h = client.create(a)
-            converted.append(h)
-            host.append((i, a, h, rule))
-        else:
-            converted.append(a)
-    client.launch_and_wait(kernel, count, dim, *converted)    # raises the launch's own failure
+        converted.append(_stage(client, i, a, rule, host))
+    if host:
+        _warn_implicit_copy(client, values)
+    # raises the launch's own failure
+    client.launch_and_wait(kernel, count, dim, *converted, shared_bytes=shared_bytes)
     if not host:
         return
-    ndims = tuple(a.ndim if isinstance(a, np.ndarray) else getattr(a, "ndim", None) if hasattr(a, "shape") else None
+    ndims = tuple(a.ndim if isinstance(a, np.ndarray) else TUPLE if isinstance(a, tuple)
+                  else None if isinstance(a, np.void)        # a record: always copied back
+                  else getattr(a, "ndim", None) if hasattr(a, "shape") else None
                   for a in values)
     access = resolve_access(kernel, ndims)
     written = [(i, a, h) for i, a, h, rule in host
@@ -73,7 +160,7 @@ def launch_eager(kernel, count, dim, *args) -> None:
     # (impossible today, cheap to cover) cannot pass silently.
     results = client.read_many([h for _, _, h in written]) if written else []
     for (_, a, _), data in zip(written, results):
-        a[...] = data
+        a[...] = data.reshape(a.shape)      # (a record's one-element buffer into its 0-d view)
     for answer in client.sync_buffers(*[h for _, _, h in host]):
         if answer is not None:
             raise answer

@@ -10,6 +10,14 @@ all of them, the same way. A geometry beyond them is a valid *value* (it is not 
 made): the server fails the launch's write set with a ``LaunchArgumentError`` naming the limit,
 as the CUDA driver refuses such a launch when it is dispatched. Each value works out once, when
 it is made, which limit it breaks (``beyond_limits``), so the launch path reads one attribute.
+
+The third part of a launch's shape is its dynamic shared memory: ``shared_bytes`` bytes per cube,
+which every ``cuda.shared.array(0, dtype)`` of the kernel views (``kernel[count, dim, stream,
+nbytes]``, ``client.launch(..., shared_bytes=nbytes)``). Unlike a geometry beyond the limits, a
+bad size is refused on the issuing thread, before anything is queued (``dynamic_shared_bytes``):
+a negative or non-integer size is no launch at all, and the device's limit is known there
+(``server.max_dynamic_shared_bytes``). What only the compiled kernel knows (its static shared
+memory, which shares the same per-cube limit on CUDA) is checked by the backend.
 """
 
 from __future__ import annotations
@@ -23,13 +31,18 @@ import numpy as np
 from ..errors import LaunchArgumentError
 
 __all__ = ["CubeDim", "CubeCount", "MAX_UNITS_PER_CUBE", "MAX_CUBE_DIM", "MAX_CUBE_COUNT",
-           "count_beyond_limits"]
+           "MAX_DYNAMIC_SHARED_BYTES", "count_beyond_limits", "dynamic_shared_bytes"]
 
 #: CUDA's launch limits (every GPU numba-cuda supports): units (threads) per cube, cube (block)
 #: dimensions, cube count (grid) dimensions.
 MAX_UNITS_PER_CUBE = 1024
 MAX_CUBE_DIM = (1024, 1024, 64)
 MAX_CUBE_COUNT = (2**31 - 1, 65535, 65535)
+#: The most shared memory one cube can have on any GPU numba-cuda supports (227 KiB: sm_90 and
+#: sm_100 with the opt-in attribute; sm_80 has 163 KiB). Host backends refuse a dynamic size above
+#: it, so that a launch that runs on the CPU is one that can run on some GPU; a CUDA device
+#: refuses what is above its own limit.
+MAX_DYNAMIC_SHARED_BYTES = 227 * 1024
 
 _DIM_CACHE: dict = {}
 _COUNT_CACHE: dict = {}
@@ -57,6 +70,30 @@ def _three(value: Any, what: str) -> tuple[int, int, int]:
     while len(ints) < 3:
         ints.append(1)
     return ints[0], ints[1], ints[2]
+
+
+def dynamic_shared_bytes(value: Any, limit: int, kernel_name: str, device: str) -> int:
+    """``value`` as a dynamic shared memory size (an int, 0 to ``limit``), else
+    ``LaunchArgumentError`` naming the kernel and what to do."""
+    try:
+        nbytes = operator.index(value)
+    except TypeError:
+        raise LaunchArgumentError(
+            f"kernel {kernel_name}: the dynamic shared memory size must be an integer number of "
+            f"bytes, got {value!r}") from None
+    if nbytes < 0:
+        raise LaunchArgumentError(
+            f"kernel {kernel_name}: the dynamic shared memory size must not be negative, got {nbytes}")
+    if nbytes > limit:
+        if limit == 0:
+            raise LaunchArgumentError(
+                f"kernel {kernel_name}: device {device} does not support dynamic shared memory "
+                f"(asked for {nbytes} bytes); size the shared array with a constant "
+                "(cuda.shared.array(N, dtype)), or use another backend")
+        raise LaunchArgumentError(
+            f"kernel {kernel_name}: {nbytes} bytes of dynamic shared memory exceed the {limit} "
+            f"bytes one cube can have on {device}")
+    return nbytes
 
 
 def _dim_beyond_limits(dims: tuple) -> str | None:

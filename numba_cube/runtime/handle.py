@@ -6,8 +6,18 @@ back to its server when the last handle or view of it is dropped; the server the
 memory out of reuse until no stream still uses it (``memory.py``).
 
 A ``Binding`` is the plain-value description of one buffer argument that travels from the issuing
-thread to the server: which memory, which bytes, which shape and dtype. It is made on the issuing
-thread, and never refers back to thread-local state.
+thread to the server: which memory, which bytes, which shape, dtype and byte strides. It is made
+on the issuing thread, and never refers back to thread-local state.
+
+Layout: ``strides`` is ``None`` for a C-contiguous view, which is nearly every binding (the CUDA
+warm launch path hashes and compares bindings, and a short tuple with ``None`` costs least);
+otherwise it is the byte strides, as NumPy's, of an F-ordered array, a transpose, a strided or
+broadcast (stride 0) view. ``layout.layout_strides`` turns strides that happen to be C-contiguous
+back into ``None``, so two descriptions of the same C view are one binding. ``offset`` is always the
+byte of element ``[0, ..., 0]``; ``region``, what the dependency tracker and the ledger see, runs
+from the lowest to the highest byte the view can touch (with negative or zero strides that is not
+``offset`` to ``offset + nbytes``; gaps in between are covered too: over-synchronizing is allowed,
+missing a byte is not).
 
 ``buffer_shape``, ``buffer_dtype`` and ``buffer_nbytes`` check what a new buffer is made of, on
 the issuing thread, before anything reaches the server: a dtype of Python objects, a negative or
@@ -25,6 +35,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import DTypeError, ShapeError
+from .layout import byte_extent, c_strides, contiguity, is_compact, layout_strides
 
 __all__ = ["Handle", "Binding", "Allocation", "buffer_shape", "buffer_dtype", "buffer_nbytes",
            "MAX_BUFFER_BYTES"]
@@ -75,24 +86,50 @@ def buffer_nbytes(shape: tuple, dtype: np.dtype) -> int:
 
 
 class Binding(NamedTuple):
-    """One buffer argument, as a value: memory id, byte offset, shape, dtype."""
+    """One buffer argument, as a value: memory id, byte offset of element ``[0, ..., 0]``, shape,
+    dtype, and byte strides (``None``: C-contiguous; see the module docstring)."""
 
     memory_id: int
     offset: int
     shape: tuple
     dtype: np.dtype
+    strides: tuple | None = None
 
     @property
     def nbytes(self) -> int:
+        """The bytes of the elements (not of the span a strided view covers: ``extent``)."""
         n = self.dtype.itemsize
         for s in self.shape:
             n *= s
         return n
 
     @property
+    def layout(self) -> str:
+        """``"C"``, ``"F"`` or ``"A"``: the layout ``numba.typeof`` gives a NumPy array of these
+        strides (C wins when both hold, as for 1-D arrays)."""
+        if self.strides is None:
+            return "C"
+        return "F" if contiguity(self.shape, self.strides, self.dtype.itemsize)[1] else "A"
+
+    @property
+    def extent(self) -> tuple[int, int]:
+        """``(low, high)`` byte offsets into the memory of everything the view can touch."""
+        low, high = byte_extent(self.shape, self.strides, self.dtype.itemsize)
+        return self.offset + low, self.offset + high
+
+    @property
+    def compact(self) -> bool:
+        """True when the view's elements fill its extent exactly, each byte once (C, F, or any
+        order of the axes): host copies then move the extent as one block of bytes."""
+        return self.strides is None or is_compact(self.shape, self.strides, self.dtype.itemsize)
+
+    @property
     def region(self) -> tuple:
-        """The ledger's and the scheduler's name for these bytes."""
-        return (self.memory_id, self.offset, self.offset + self.nbytes)
+        """The ledger's and the scheduler's name for these bytes (module docstring: layout)."""
+        if self.strides is None:
+            return (self.memory_id, self.offset, self.offset + self.nbytes)
+        low, high = self.extent
+        return (self.memory_id, low, high)
 
 
 class Allocation:
@@ -119,15 +156,18 @@ class Allocation:
 class Handle:
     """A typed window of device memory. ``h[a:b]`` is a view sharing the memory."""
 
-    __slots__ = ("_alloc", "offset", "shape", "dtype", "_binding", "__weakref__")
+    __slots__ = ("_alloc", "offset", "shape", "dtype", "_strides", "_binding", "__weakref__")
 
-    def __init__(self, alloc: Allocation, offset: int, shape: tuple, dtype):
+    def __init__(self, alloc: Allocation, offset: int, shape: tuple, dtype, strides=None):
+        """``strides``: byte strides (``None``: C-contiguous), as NumPy's; ``offset``: the byte of
+        element ``[0, ..., 0]`` in the allocation."""
         self._alloc = alloc
         self.offset = offset
         self.shape = tuple(int(s) for s in shape)
         self.dtype = np.dtype(dtype)
+        self._strides = layout_strides(self.shape, strides, self.dtype.itemsize)
         # A handle never changes, so its binding is made once (a launch binds it every time).
-        self._binding = Binding(alloc.memory_id, offset, self.shape, self.dtype)
+        self._binding = Binding(alloc.memory_id, offset, self.shape, self.dtype, self._strides)
 
     # -- descriptors ----------------------------------------------------------------------------
     @property
@@ -149,6 +189,19 @@ class Handle:
     @property
     def nbytes(self) -> int:
         return self.size * self.dtype.itemsize
+
+    @property
+    def strides(self) -> tuple:
+        """Byte strides, as NumPy's ``ndarray.strides``."""
+        if self._strides is None:
+            return c_strides(self.shape, self.dtype.itemsize)
+        return self._strides
+
+    @property
+    def layout(self) -> str:
+        """``"C"``, ``"F"`` or ``"A"``: how ``numba.typeof`` types a NumPy array laid out so, and
+        so how a kernel is compiled for this handle."""
+        return self._binding.layout
 
     @property
     def memory_id(self) -> int:
@@ -175,31 +228,55 @@ class Handle:
 
     # -- views ----------------------------------------------------------------------------------
     def __getitem__(self, key) -> "Handle":
-        """Slice along the first axis: a contiguous view sharing memory (steps other than 1 are
-        refused, since a view must stay one contiguous byte range)."""
+        """A view sharing memory. ``h[i]`` and ``h[a:b:c]`` index the first axis; an int alone
+        keeps its axis (``h[1]`` of shape ``(1, ...)``: a handle stays a buffer), as it always
+        has. A tuple of ints and slices (``h[:, 1]``, ``h[::2, 1:]``) indexes axis by axis as
+        NumPy's basic indexing does, ints dropping their axis. Views with steps, of a column, or
+        of an F-ordered handle are strided (``layout``); kernels get them with their strides."""
         if not self.shape:
             raise IndexError("a 0-d handle cannot be sliced")
-        if isinstance(key, slice):
-            start, stop, step = key.indices(self.shape[0])
-            if step != 1:
-                raise ValueError("handle views must be contiguous: slice steps other than 1 are not supported")
-            stop = max(stop, start)
+        if isinstance(key, tuple):
+            if len(key) > len(self.shape):
+                raise IndexError(f"{len(key)} indices for a handle of {len(self.shape)} dimensions")
+            items, keep_int_axis = key, False
         else:
+            items, keep_int_axis = (key,), True
+        strides = self.strides
+        offset, shape, new_strides = self.offset, [], []
+        for axis, item in enumerate(items):
+            dim, stride = self.shape[axis], strides[axis]
+            if isinstance(item, slice):
+                start, stop, step = item.indices(dim)
+                count = len(range(start, stop, step))
+                offset += start * stride if count else 0
+                shape.append(count)
+                new_strides.append(stride * step)
+                continue
             try:
-                start = operator.index(key)
+                index = operator.index(item)
             except TypeError:
-                raise TypeError(f"handles are sliced with a slice or an int, got {type(key).__name__}") from None
-            if start < 0:
-                start += self.shape[0]
-            if not 0 <= start < self.shape[0]:
-                raise IndexError(f"index {key} out of range for a handle of shape {self.shape}")
-            stop = start + 1
-        row_bytes = self.nbytes // self.shape[0] if self.shape[0] else 0
-        return Handle(self._alloc, self.offset + start * row_bytes,
-                      (stop - start,) + self.shape[1:], self.dtype)
+                raise TypeError(f"handles are indexed with ints and slices, got "
+                                f"{type(item).__name__}") from None
+            if index < 0:
+                index += dim
+            if not 0 <= index < dim:
+                raise IndexError(f"index {item} out of range for axis {axis} of a handle of shape "
+                                 f"{self.shape}")
+            offset += index * stride
+            if keep_int_axis:
+                shape.append(1)
+                new_strides.append(stride)
+        shape.extend(self.shape[len(items):])
+        new_strides.extend(strides[len(items):])
+        return Handle(self._alloc, offset, tuple(shape), self.dtype, tuple(new_strides))
 
     def view_as(self, dtype, shape=None) -> "Handle":
-        """The same bytes, read as another dtype/shape (sizes must match)."""
+        """The same bytes, read as another dtype/shape (sizes must match). Only a C-contiguous
+        handle can be reinterpreted (``ValueError`` otherwise): the bytes of a strided view are
+        not one run in element order."""
+        if self._strides is not None:
+            raise ValueError(f"view_as needs a C-contiguous handle; this one has layout "
+                             f"{self.layout} (strides {self._strides})")
         dtype = buffer_dtype(dtype)
         if shape is None:
             if self.nbytes % dtype.itemsize:
@@ -210,9 +287,25 @@ class Handle:
             raise ValueError(f"shape {shape} of {dtype} does not cover {self.nbytes} bytes")
         return Handle(self._alloc, self.offset, shape, dtype)
 
+    def strided_view(self, offset: int, shape, strides) -> "Handle":
+        """A view of this handle's memory at byte ``offset`` (of its element ``[0, ..., 0]``,
+        counted from this handle's own) with ``shape`` and byte ``strides`` (0 repeats an
+        element: a broadcast). ``ValueError`` when the view would reach outside the bytes this
+        handle spans (its extent), which a kernel would then read or write past."""
+        shape = buffer_shape(shape)
+        strides = tuple(int(s) for s in strides)
+        low, high = byte_extent(shape, strides, self.dtype.itemsize)
+        own_low, own_high = self._binding.extent
+        if 0 not in shape and (self.offset + offset + low < own_low
+                               or self.offset + offset + high > own_high):
+            raise ValueError(f"a view of shape {shape} and strides {strides} at byte {offset} "
+                             f"reaches outside a handle of {self.nbytes} bytes")
+        return Handle(self._alloc, self.offset + offset, shape, self.dtype, strides)
+
     def __len__(self) -> int:
         return self.shape[0] if self.shape else 0
 
     def __repr__(self) -> str:
+        layout = "" if self._strides is None else f" strides={self._strides}"
         return (f"<Handle {self.device} mem={self._alloc.memory_id} offset={self.offset} "
-                f"shape={self.shape} dtype={self.dtype}>")
+                f"shape={self.shape} dtype={self.dtype}{layout}>")

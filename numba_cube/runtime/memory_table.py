@@ -92,7 +92,10 @@ class MemoryTable:
         view = views.get(b)
         if view is None:
             cap, mem = self.memory[b.memory_id]
-            view = self.backend.array(mem, b.offset, b.shape, b.dtype)
+            if b.strides is None:
+                view = self.backend.array(mem, b.offset, b.shape, b.dtype)
+            else:       # an F-ordered, transposed, strided or broadcast view (handle.py)
+                view = self.backend.strided_array(mem, b.offset, b.shape, b.dtype, b.strides)
             if len(views) < 64:   # bounded: a program that makes many distinct views of one buffer
                 views[b] = view
         return view
@@ -103,5 +106,6 @@ class MemoryTable:
         self.host_array(b)[...] = data
 
     def read_binding(self, b: Binding) -> np.ndarray:
-        """A host copy of a binding's bytes, once the caller has waited for its writers."""
-        return self.host_array(b).copy()
+        """A host copy of a binding's bytes, once the caller has waited for its writers, in the
+        binding's layout (an F-ordered handle reads as an F-ordered array)."""
+        return self.host_array(b).copy(order="K")

@@ -37,6 +37,9 @@ class LaunchRequest(NamedTuple):
     issuer: int = 0       # the issuing thread's ident (whom an unrecorded failure is reported to)
     outcome: Any = None   # outcomes.LaunchOutcome of a caller that waits for this launch, or None
     skipped: Any = None   # modes.SkippedLaunch of a launch dry runs skip (they wait for it), or None
+    # Dynamic shared memory per cube, in bytes (``cuda.shared.array(0, dtype)`` views it): part of
+    # the launch like its geometry, a run-time value, never part of a compile-cache key.
+    shared_bytes: int = 0
 
 
 def refusal_of(req: LaunchRequest) -> LaunchArgumentError | None:

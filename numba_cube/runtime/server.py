@@ -43,6 +43,7 @@ from ..errors import CompileError, DeviceFault
 from ..kernel.kernel import resolve_access
 from . import observers
 from .capture import CaptureOps, Recorded, run_recorded
+from .composite import COMPOSITE_TYPES, add_regions, analysis_entry, composite_bindings
 from .exclusive import ExclusiveGate
 from .handle import Binding
 from .hazards import HazardTracker
@@ -89,19 +90,23 @@ class _LaunchPlan(NamedTuple):
     read_mems: set
     write_mems: set
     count_view: Any
+    composites: tuple = ()  # positions of composite arguments (materialized per launch)
 
 
 class HostServer(MemoryTable, CaptureOps, LaunchRouting):
     """Policy core of a backend whose kernels run on host worker threads."""
 
     #: A server may offer a warm launch path (``fast_launch(kernel, count, dim, args, stream,
-    #: options) -> kernel id or None``); the client tries it first when nothing observes launches.
+    #: options, shared_bytes) -> kernel id or None``); the client tries it first when nothing observes launches.
     #: Host servers have none: a launch there is a queue hop anyway.
     fast_launch = None
 
     def __init__(self, device: str, backend, channel, *, max_tasks: int = 32, baseline_rule: bool = False):
         self.device = device
         self.backend = backend
+        #: the most dynamic shared memory (bytes per cube) a launch may ask for; the client refuses
+        #: more before queueing anything. 0: the backend has none (``HostBackend``'s attribute).
+        self.max_dynamic_shared_bytes = int(getattr(backend, "max_dynamic_shared_bytes", 0))
         self.channel = channel
         self.ledger = Ledger()
         self.hazards = HazardTracker(baseline=baseline_rule)
@@ -171,8 +176,14 @@ class HostServer(MemoryTable, CaptureOps, LaunchRouting):
                 arrays = list(arrays)
                 for i in plan.scalars:
                     arrays[i] = req.args[i]
+            if plan.composites:
+                # Tuples, records, enums, dates (composite.py): their numbers change per launch.
+                arrays = list(arrays)
+                for i in plan.composites:
+                    arrays[i] = req.args[i].materialize(self.host_array)
             rec = Recorded(kid, entry.artifact, req.count.as_tuple(), req.dim.as_tuple(), arrays,
-                           plan.count_view, reads, writes, self._reporter(req, writes))
+                           plan.count_view, reads, writes, self._reporter(req, writes),
+                           req.shared_bytes)
             if capture is not None:
                 if self.ledger.first_failure(reads) is not None:
                     capture.refuse(f"launch of {kid} (skipped: an input carries a failure)")
@@ -205,18 +216,30 @@ class HostServer(MemoryTable, CaptureOps, LaunchRouting):
         args = req.args
         pkey = None
         if req.count_binding is None:
-            pkey = (req.kernel.id, tuple(a if type(a) is Binding else type(a) for a in args),
+            pkey = (req.kernel.id,
+                    tuple(a if type(a) is Binding else a.key if type(a) in COMPOSITE_TYPES
+                          else type(a) for a in args),
                     req.count, req.dim, req.options)
             plan = self._launch_plans.get(pkey)
             if plan is not None:
                 self.stats["cache_hits"] += 1
                 return plan
-        arrays = [self.host_array(a) if type(a) is Binding else a for a in args]
+        arrays = [self.host_array(a) if type(a) is Binding
+                  else a.materialize(self.host_array) if type(a) in COMPOSITE_TYPES else a
+                  for a in args]
         entry = self._compiled(req, arrays)
         reads, writes = self._regions(req, entry.access)
         count_view = self.host_array(req.count_binding) if req.count_binding is not None else None
-        plan = _LaunchPlan(entry, arrays, tuple(i for i, a in enumerate(args) if type(a) is not Binding),
-                           reads, writes, {r[0] for r in reads}, {w[0] for w in writes}, count_view)
+        composites = tuple(i for i, a in enumerate(args) if type(a) in COMPOSITE_TYPES)
+        for i in composites:
+            # Materialized per launch (op_launch); kept, the value would hold views of buffers
+            # the plan is not indexed by (a tuple item the kernel never touches).
+            arrays[i] = None
+        plan = _LaunchPlan(entry, arrays,
+                           tuple(i for i, a in enumerate(args)
+                                 if type(a) is not Binding and type(a) not in COMPOSITE_TYPES),
+                           reads, writes, {r[0] for r in reads}, {w[0] for w in writes}, count_view,
+                           composites)
         if pkey is not None and entry.error is None:
             self._keep_plan(pkey, plan)
         return plan
@@ -257,10 +280,12 @@ class HostServer(MemoryTable, CaptureOps, LaunchRouting):
         its miss is the real compile-cache key built (runtime.md 1.2: kernel id, argument types,
         alignment, what the backend bakes in), which several plan keys may share.
         """
-        bindings = [a for a in req.args if type(a) is Binding]
+        bindings = composite_bindings(req.args)
         extras = self.backend.cache_extras(req.count, req.dim)
         plan_key = (req.kernel.id,
-                    tuple((a.dtype, len(a.shape)) if type(a) is Binding else type(a) for a in req.args),
+                    tuple((a.dtype, len(a.shape), a.layout) if type(a) is Binding
+                          else a.type_key if type(a) in COMPOSITE_TYPES else type(a)
+                          for a in req.args),
                     alignment_of(bindings), extras, req.options)
         entry = self._plans.get(plan_key)
         if entry is not None:
@@ -273,7 +298,8 @@ class HostServer(MemoryTable, CaptureOps, LaunchRouting):
             err = CompileError(f"kernel {req.kernel.name}: the backend has no type for an argument: "
                                f"{type(exc).__name__}: {exc}")
             err.__cause__ = exc
-            access = tuple((isinstance(a, np.ndarray),) * 2 for a in arrays)
+            access = tuple((isinstance(a, np.ndarray) or type(b) in COMPOSITE_TYPES,) * 2
+                           for a, b in zip(arrays, req.args))
             return CacheEntry(None, err, access)
         key = (req.kernel.id, arg_types, alignment_of(bindings), extras, req.options)
         entry = self.compile_cache.get(key)
@@ -282,7 +308,9 @@ class HostServer(MemoryTable, CaptureOps, LaunchRouting):
             self._plans[plan_key] = entry
             return entry
         self.stats["compiles"] += 1
-        ndims = tuple(a.ndim if isinstance(a, np.ndarray) else None for a in arrays)
+        ndims = tuple(a.ndim if isinstance(a, np.ndarray)
+                      else analysis_entry(b) if type(b) in COMPOSITE_TYPES else None
+                      for a, b in zip(arrays, req.args))
         try:
             access = resolve_access(req.kernel, ndims)
         except Exception:  # noqa: BLE001 - the analysis must never break a launch: assume all
@@ -294,8 +322,8 @@ class HostServer(MemoryTable, CaptureOps, LaunchRouting):
         except CompileError as exc:
             entry = CacheEntry(None, exc, access)
         except Exception as exc:  # noqa: BLE001 - Numba's own errors are compile failures too
-            err = CompileError(f"kernel {req.kernel.name} failed to compile: {type(exc).__name__}: {exc}")
-            err.__cause__ = exc
+            err = CompileError.wrapping(
+                f"kernel {req.kernel.name} failed to compile: {type(exc).__name__}: {exc}", exc)
             entry = CacheEntry(None, err, access)
         self.compile_cache[key] = entry
         self._plans[plan_key] = entry
@@ -309,6 +337,8 @@ class HostServer(MemoryTable, CaptureOps, LaunchRouting):
                     reads.append(arg.region)
                 if w:
                     writes.append(arg.region)
+            elif type(arg) in COMPOSITE_TYPES:
+                add_regions(arg, (r, w), reads, writes)
         if req.count_binding is not None:
             reads.append(req.count_binding.region)
         return tuple(reads), tuple(writes)

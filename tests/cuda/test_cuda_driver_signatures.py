@@ -61,6 +61,14 @@ def _calls(drv):
         "kernel_function": lambda: drv.kernel_function(api.CUkernel(11)),
         "kernel_function_int": lambda: drv.kernel_function(11),
         "occupancy": lambda: drv.occupancy(api.CUfunction(12), 256, 0),
+        "device_attribute_shared_optin": lambda: drv.device_attribute(
+            "CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN", 0),
+        "function_attribute": lambda: drv.function_attribute(
+            "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", api.CUfunction(12)),
+        "set_function_attribute": lambda: drv.set_function_attribute(
+            "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", api.CUfunction(12), 65536),
+        "launch_shared": lambda: drv.check("cuLaunchKernel", api.cuLaunchKernel(
+            api.CUfunction(12), 1, 1, 1, 32, 1, 1, 65536, stream, 123456, 0)),
         "launch": lambda: drv.check("cuLaunchKernel", api.cuLaunchKernel(
             api.CUfunction(12), 1, 1, 1, 32, 1, 1, 0, stream, 123456, 0)),
         "launch_cooperative": lambda: drv.check("cuLaunchCooperativeKernel", launch_plan.cooperative_launcher(api)(
@@ -76,7 +84,8 @@ NAMES = ["init", "device_count", "device", "device_name", "device_attribute", "p
          "stream_wait_event_foreign", "event_create", "event_create_timing", "event_record",
          "event_query", "event_synchronize", "event_elapsed_ms", "begin_capture", "end_capture",
          "graph_instantiate", "graph_launch", "kernel_function", "kernel_function_int", "occupancy",
-         "launch", "launch_cooperative", "ctx_get_current_raw"]
+         "device_attribute_shared_optin", "function_attribute", "set_function_attribute",
+         "launch_shared", "launch", "launch_cooperative", "ctx_get_current_raw"]
 
 
 def test_every_call_is_listed():

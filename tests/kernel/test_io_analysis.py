@@ -20,7 +20,7 @@ except ImportError:          # the CUDA simulator installs cuda.atomic only insi
     atomic = None
 
 from numba_cube.kernel import io_analysis
-from numba_cube.kernel.io_analysis import IO_UNKNOWN, analyse_io
+from numba_cube.kernel.io_analysis import IO_UNKNOWN, TUPLE, analyse_io
 from numba_cube.kernel.io_typed import confirm_writes
 
 
@@ -667,3 +667,87 @@ def test_rebound_device_function_is_analysed_again():
     assert analyse_io(fn, (1, 1)) == ("r", "r")
     g["dev"] = cuda.jit(device=True)(writer)
     assert analyse_io(fn, (1, 1)) == ("r", "w")
+
+
+# -- tuple parameters (io_ir.TUPLE) --------------------------------------------------------------
+
+
+@cuda.jit
+def _tuple_write(t, n):
+    i = cuda.grid(1)
+    if i < n:
+        t[0][i] = 1
+
+
+@cuda.jit
+def _tuple_read(t, out):
+    i = cuda.grid(1)
+    out[i] = t[0][i] + t[1]
+
+
+@cuda.jit
+def _tuple_nested_write(t):
+    t[1][0][0] = 2.0
+
+
+@cuda.jit
+def _tuple_unpacked_write(t):
+    a, b = t
+    a[0] = b[0]
+
+
+@cuda.jit
+def _tuple_escapes(t):
+    opaque(t)
+
+
+def test_write_through_a_tuple_item_is_a_write_of_the_tuple():
+    """``t[0][i] = v`` on a tuple parameter: the tuple is written (never untouched)."""
+    assert io(_tuple_write, TUPLE, None) == ("w", "")
+
+
+def test_read_through_a_tuple_item_is_a_read_of_the_tuple():
+    """``t[0][i]`` read (and a number item used): the tuple is read, not written."""
+    assert io(_tuple_read, TUPLE, 1) == ("r", "w")
+
+
+def test_nested_and_unpacked_tuple_writes_are_seen():
+    """A write through a nested tuple (``t[1][0][0] = v``) or an unpacked item is a write."""
+    assert "w" in io(_tuple_nested_write, TUPLE)[0]
+    assert io(_tuple_unpacked_write, TUPLE)[0] == "rw"
+
+
+def test_tuple_handed_to_an_unknown_function_is_unknown():
+    """A tuple passed where the analysis cannot follow it is unknown (read and written)."""
+    assert io(_tuple_escapes, TUPLE) == (IO_UNKNOWN,)
+
+
+@cuda.jit
+def _row_through_tuple_index(t, m):
+    row = m[t]
+    row[0] = 1
+    other = m[t[0]]
+    other[1] = 2
+
+
+def test_index_taken_from_a_tuple_may_make_a_view():
+    """``m[t]`` and ``m[t[0]]`` with a tuple parameter may be rows (its items may be ints), so
+    a write through them writes ``m``: never taken for a copy of the selection."""
+    assert io(_row_through_tuple_index, TUPLE, 2)[1] in ("rw", "w", IO_UNKNOWN)
+
+
+@cuda.jit(device=True)
+def _row_of(m, k):
+    row = m[k]
+    row[0] = 1
+
+
+@cuda.jit
+def _tuple_item_into_device_function(t, m):
+    _row_of(m, t[0])
+
+
+def test_tuple_item_handed_to_a_device_function_is_not_taken_for_an_array():
+    """A tuple's item passed to a device function that indexes with it (``m[k]``, a row when
+    the item is an int) leaves the write through the row seen."""
+    assert io(_tuple_item_into_device_function, TUPLE, 2)[1] in ("rw", "w", IO_UNKNOWN)

@@ -95,13 +95,23 @@ def test_numba_argument_hints_keep_their_meaning(hint, copied_back):
     np.testing.assert_array_equal(a, [3 if copied_back else 0, 0])
 
 
-def test_dynamic_shared_memory_size_is_refused_not_ignored():
-    """``kernel[count, dim, stream, nbytes]`` with nbytes > 0 asks for dynamic shared memory,
-    which numba_cube cannot give yet: a LaunchArgumentError at the call, never a launch that
-    runs without it (0 is accepted: it asks for none)."""
-    out = np.zeros(4)
+@cube.kernel
+def _dynamic_size_into_first(a):
+    dyn = cuda.shared.array(0, np.uint8)
+    a[0] = dyn.size
+
+
+def test_dynamic_shared_memory_size_reaches_the_kernel_not_ignored():
+    """``kernel[count, dim, stream, nbytes]`` sizes the kernel's dynamic shared memory: the
+    kernel sees ``nbytes`` (0, or no fourth value, gives an empty array); a negative size is a
+    LaunchArgumentError at the call, never a launch that runs without it."""
+    out = np.full(4, -1.0)
     with cube.client("cpu"):
+        _dynamic_size_into_first[1, 1, 0, 64](out)
+        assert out[0] == 64
+        _dynamic_size_into_first[1, 1, 0, 0](out)
+        assert out[0] == 0
+        _dynamic_size_into_first[1, 1, 0, 24](out)
         with pytest.raises(cube.LaunchArgumentError, match="dynamic shared memory"):
-            _set_first_to_three[1, 1, 0, 64](out)
-        _set_first_to_three[1, 1, 0, 0](out)
-    assert out[0] == 3
+            _dynamic_size_into_first[1, 1, 0, -64](out)
+    assert out[0] == 24

@@ -10,6 +10,9 @@ ids/dims, array shapes/sizes, other uniform names and pure calls -- and no memor
 the only ones a barrier's enclosing ``if``/``while``/``for`` may test. This is stricter than CUDA
 (which only needs all threads to arrive) and the same rule KernelAbstractions and PoCL use.
 
+With split points under conditions the rule cannot prove uniform (``plan.py``'s run-time masks),
+``uniform_with_masks`` iterates the rule to a fixpoint, leaving the masked bodies out.
+
 **Which per-unit values live across a region boundary?** A classic backward liveness over the
 structured AST (loops iterated to a fixpoint; ``break``/``continue`` jump to the loop's exit/head;
 ``return`` ends the unit). Only values live across a boundary are saved per unit.
@@ -29,7 +32,8 @@ from collections import Counter
 
 import numpy as np
 
-from numba_cube.backends.cpu.hidden import HIDDEN_IDS, NONNEG
+from numba_cube.backends.cpu.hidden import HIDDEN_IDS, NONNEG, contains_barrier
+from numba_cube.backends.cpu.warps import is_operand
 
 #: builtins without side effects that uniform/rematerialised expressions may call
 PURE_BUILTINS = frozenset({"min", "max", "abs", "int", "float", "bool", "len", "round", "divmod",
@@ -87,6 +91,10 @@ class Purity:
     def __init__(self, local_names: set[str], module_objects: dict[str, object]):
         self.local_names = set(local_names) | set(HIDDEN_IDS)
         self.module_objects = module_objects
+
+    def declare(self, names) -> None:
+        """Names that generated code binds as local variables (``plan.py``'s loop bounds)."""
+        self.local_names |= set(names)
 
     def _pure_callee(self, func: ast.expr) -> bool:
         if isinstance(func, ast.Name):
@@ -199,6 +207,91 @@ def uniform_names(cube_level_lists, all_stmts, seed: set[str], purity: Purity,
                 uniform.discard(name)
                 changed = True
     return uniform
+
+
+# ---- uniformity with run-time masks ------------------------------------------------------
+# (``plan.py``: an if/while around a split point whose test is not provably uniform gets a
+# run-time mask; the names its body assigns are then per-unit)
+
+
+def is_cube_control(stmt: ast.stmt) -> bool:
+    """Must this compound statement run at cube level (split point inside, or a break/continue
+    that leaves it)?"""
+    if isinstance(stmt, (ast.If, ast.While, ast.For)):
+        return contains_barrier(stmt) or (isinstance(stmt, ast.If) and crossing_flow(stmt))
+    return False
+
+
+def cube_level_lists(body: list[ast.stmt], masked: frozenset = frozenset()) -> list[list[ast.stmt]]:
+    """The statement lists that execute at cube level (see ``uniform_names``), leaving out the
+    bodies of the statements in ``masked`` (ids of masked ``if``/``while`` statements)."""
+    out = [body]
+    for s in body:
+        if is_cube_control(s) and id(s) not in masked:
+            out += cube_level_lists(s.body, masked) + cube_level_lists(s.orelse, masked)
+    return out
+
+
+def _masked_lists(body, masked, inside=False) -> list[list[ast.stmt]]:
+    """The cube-level statement lists inside the bodies of masked statements."""
+    out = [body] if inside else []
+    for s in body:
+        if is_cube_control(s):
+            deeper = inside or id(s) in masked
+            out += _masked_lists(s.body, masked, deeper) + _masked_lists(s.orelse, masked, deeper)
+    return out
+
+
+def uniform_with_masks(body, seed: set[str], purity: Purity) -> tuple[set[str], frozenset]:
+    """``(uniform names, ids of the if/while statements that need a run-time mask)``.
+
+    A loop variable of a ``for`` over a uniform iterable inside a masked body is uniform too when
+    it is assigned nowhere else (``for off in (16, 8, 4, 2, 1):`` under ``if warp == 0:``): every
+    unit of the mask runs the same iterations, and no other unit reads it. So is a warp operand
+    (``__xm3 = 0xFFFFFFFF``) computed from uniform names: only its exchange reads it.
+    """
+    counts = store_counts(body)
+    masked: frozenset = frozenset()
+    loop_vars: set[str] = set()
+    for _ in range(32):                 # each round only adds masks or loop variables
+        lists = cube_level_lists(body, masked)
+        uniform = uniform_names(lists, body, seed | loop_vars, purity, is_cube_control)
+        new_masked = set(masked)
+        for lst in lists + _masked_lists(body, masked):
+            for s in lst:
+                if (isinstance(s, (ast.If, ast.While)) and is_cube_control(s)
+                        and not purity.expr(s.test, uniform)):
+                    new_masked.add(id(s))
+        inner = _masked_lists(body, frozenset(new_masked))
+        new_vars = _loop_variables(body, lists + inner, counts, uniform, purity) | {
+            s.targets[0].id for lst in inner for s in lst
+            if isinstance(s, ast.Assign) and len(s.targets) == 1
+            and isinstance(s.targets[0], ast.Name) and is_operand(s.targets[0].id)
+            and counts[s.targets[0].id] == 1 and purity.expr(s.value, uniform)}
+        if new_masked == set(masked) and new_vars <= loop_vars:
+            return uniform, masked
+        masked, loop_vars = frozenset(new_masked), loop_vars | new_vars
+    return uniform, masked                                    # pragma: no cover
+
+
+def _loop_variables(body, lists, counts, uniform, purity) -> set[str]:
+    """Names assigned only as the targets of cube-level ``for`` loops over uniform iterables, and
+    read only inside those loops: uniform wherever they are read, even under a run-time mask."""
+    loops: dict[str, list[ast.For]] = {}
+    for lst in lists:
+        for s in lst:
+            if isinstance(s, ast.For) and is_cube_control(s) and isinstance(s.target, ast.Name):
+                loops.setdefault(s.target.id, []).append(s)
+    out = set()
+    for name, fors in loops.items():
+        if len(fors) != counts[name] or not all(purity.expr(f.iter, uniform) for f in fors):
+            continue
+        inside = {id(n) for f in fors for st in f.body for n in ast.walk(st)}
+        if all(id(n) in inside for n in (m for st in body for m in ast.walk(st))
+               if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)):
+            out.add(name)
+    return out
+
 
 
 # ---- rematerialisation --------------------------------------------------------------------

@@ -15,15 +15,18 @@ Numba's parfor passes only see a one-line ``prange`` loop (which keeps compile t
 still re-optimises the linked body in each caller). Kernels that can raise get a
 ``<name>__guard`` wrapper around the chunk in the parallel variant (``Unit._guarded_parallel``).
 
-The kernel takes ``(__gdx, __gdy, __gdz, __bdx, __bdy, __bdz, *kernel_params)``. Kernels with
+The kernel takes ``(__gdx, __gdy, __gdz, __bdx, __bdy, __bdz, *kernel_params)``, and a kernel that
+declares dynamic shared memory the launch's size in bytes after the geometry (``dynshared.py``,
+``Unit.dynamic_shared``). Kernels with
 barriers or shared memory use the cube-by-cube shape of ``fission.py``; the others the flat shape
 of ``flatten.py``.
 
 Device functions (``cuda.jit(device=True)`` and ``njit`` functions called from a kernel) become
 ``<name>__dev`` functions. Those that read thread/block ids get them as extra keyword parameters
-(``__tx=__tx``), computed to a fixpoint over the call graph. Barriers and ``cuda.shared.array``
-inside device functions are refused (``CompileError``) rather than inlined: the barrier would
-have to split the *caller's* unit loop.
+(``__tx=__tx``), computed to a fixpoint over the call graph. Device functions with barriers or
+``cuda.shared.array`` (the barrier has to split the *caller's* unit loop), or called with
+compile-time arguments (functions, dtypes, shapes), are inlined into their caller instead
+(``inline.py``).
 """
 
 from __future__ import annotations
@@ -36,14 +39,15 @@ import numba
 import numpy as np
 
 from numba_cube.backends.cpu import resolve as rs
-from numba_cube.backends.cpu.analysis import Purity, remat_definitions, uniform_names
+from numba_cube.backends.cpu.analysis import Purity, remat_definitions
 from numba_cube.backends.cpu.fission import CubeKernel
 from numba_cube.backends.cpu.flatten import FlatKernel
 from numba_cube.backends.cpu.frontend import SourceFunction, load_function
-from numba_cube.backends.cpu.hidden import (ACC_PREFIX, HIDDEN_IDS, LINEAR_TID, NONNEG,
-                                           UNIFORM_IDS, contains_barrier)
+from numba_cube.backends.cpu.hidden import (ACC_PREFIX, GRID_UNIFORM_IDS, HIDDEN_IDS,
+                                           LINEAR_TID, NONNEG, UNIFORM_IDS, contains_barrier,
+                                           contains_grid_sync)
 from numba_cube.backends.cpu.lowering import Lowered, Lowerer
-from numba_cube.backends.cpu.plan import build_plan, cube_level_lists, is_cube_control
+from numba_cube.backends.cpu.plan import build_cube_plan
 from numba_cube.backends.cpu.unitcode import Writer
 from numba_cube.kernel.signatures import declared_signatures
 
@@ -60,7 +64,10 @@ _HERE = Path(__file__).parent
 #: digest of the runtime support the generated code imports (atomics, support): part of every
 #: module's text, so editing them invalidates the generated files and Numba's caches
 SUPPORT_DIGEST = hashlib.sha256(b"".join(
-    (_HERE / f).read_bytes() for f in ("atomics.py", "support.py", "bitops.py"))).hexdigest()[:16]
+    (_HERE / f).read_bytes() for f in ("atomics.py", "support.py", "bitops.py",
+                                       "warps_runtime.py", "half.py", "fp16.py",
+                                       "fp16_functions.py", "mathcalls.py", "vectors.py"))
+).hexdigest()[:16]
 
 
 class Unit:
@@ -74,10 +81,15 @@ class Unit:
         self.fastmath = fastmath      # njit's: True, or a tuple of LLVM fast-math flag names
         self.error_model = error_model
         self.env = rs.ModuleEnv()
+        # numba-cuda reports where a debug=True kernel raised (raises.py)
+        self.env.unit_positions_in_exceptions = error_model == "python"
         self.kernel_fn = load_function(py_func, "kernel")
         self.devices: dict[int, tuple[str, SourceFunction, Lowered | None]] = {}
         self._pending: list[int] = []
         self.shape = ""          # "flat" or "cube" once generated
+        #: whether the kernel takes the dynamic shared memory size after the geometry
+        #: (``dynshared.py``), known once generated
+        self.dynamic_shared = False
 
     # ---- device functions -----------------------------------------------------------------
 
@@ -154,6 +166,8 @@ class Unit:
 
         w = Writer()
         self._header(w)
+        for line in getattr(shape, "imports", ()):      # helpers of warp exchanges and masks
+            w.line(line)
         for key, (alias, fn, low) in self.devices.items():
             self._device(w, alias, fn, low, needs[key])
         self._launchers(w, shape, kernel)
@@ -164,9 +178,11 @@ class Unit:
         name = self.kernel_fn.name
         chunk = f"{name}__chunk"
         geometry = ["__gdx", "__gdy", "__gdz", "__bdx", "__bdy", "__bdz"]
+        geometry += getattr(shape, "launch_params", [])     # the dynamic shared size, if used
+        self.dynamic_shared = len(geometry) > 6
         args = ", ".join(geometry + list(kernel.params))
         shape.emit_chunk(w, chunk, self._decorator(None))
-        if self._may_raise(kernel):
+        if self._may_raise(kernel) or getattr(shape, "may_raise", False):   # run-time checks
             self._guarded_parallel(w, shape, name, args)
         else:
             w.line(self._decorator(True))
@@ -227,13 +243,15 @@ class Unit:
         # the syncthreads_count/and/or counters are cube-level by construction
         counters = {n.id for s in kernel.body for n in ast.walk(s)
                     if isinstance(n, ast.Name) and n.id.startswith(ACC_PREFIX)}
-        seed = set(UNIFORM_IDS) | set(kernel.params) | counters
-        lists = cube_level_lists(kernel.body)
-        uniform = uniform_names(lists, kernel.body, seed, purity, is_cube_control)
-        plan, regions = build_plan(self.kernel_fn, kernel.body, uniform, purity)
+        # with a grid sync the cube loop moves inside every region (fission's grid mode), so
+        # what runs between regions runs once per grid: block ids are not uniform there
+        grid = contains_grid_sync(kernel.body)
+        seed = (set(GRID_UNIFORM_IDS) if grid else set(UNIFORM_IDS)) | set(kernel.params) \
+            | counters
+        plan = build_cube_plan(self.kernel_fn, kernel.body, seed, purity, grid)
         invariant = set(HIDDEN_IDS) | set(kernel.params)
         remat = remat_definitions(kernel.body, invariant, purity)
-        return CubeKernel(kernel, plan, regions, uniform, remat)
+        return CubeKernel(kernel, plan, remat)
 
     def _decorator(self, parallel: bool | None) -> str:
         opts = [] if parallel is None else [f"parallel={parallel}"]

@@ -15,17 +15,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from numba_cube.backends.cpu import constexpr, dtypes
 from numba_cube.backends.cpu import resolve as rs
 from numba_cube.backends.cpu.atomics import OPS as ATOMIC_OPS
 from numba_cube.backends.cpu.atomics import function_name as atomic_function_name
+from numba_cube.backends.cpu.dynshared import is_dynamic_shape
+from numba_cube.backends.cpu.fp16_functions import FP16_FUNCTIONS
 from numba_cube.backends.cpu.frontend import chain, resolve
 from numba_cube.backends.cpu.hidden import (ACC_PREFIX, BARRIER, BLOCK_DIMS, BLOCK_IDS, DIMS,
                                            GRID_DIMS, LINEAR_TID, NONNEG, THREAD_IDS)
+from numba_cube.backends.cpu.raises import RaiseLowering
+from numba_cube.backends.cpu.vectors import VECTOR_TYPES, constructor_name
+from numba_cube.backends.cpu.warps import WarpLowering
 
 _BUILTIN_VECS = {"threadIdx": THREAD_IDS, "blockIdx": BLOCK_IDS, "blockDim": BLOCK_DIMS,
                  "gridDim": GRID_DIMS}
 NOOPS = {"threadfence", "threadfence_block", "threadfence_system", "nanosleep"}
-BARRIERS = {"syncthreads", "syncwarp"}
+BARRIERS = {"syncthreads"}           # syncwarp is a warp exchange (warps.py)
 BARRIER_REDUCTIONS = {"syncthreads_count", "syncthreads_and", "syncthreads_or"}
 _WARP_LEVEL = ("shfl", "ballot", "all_sync", "any_sync", "eq_sync", "match_", "activemask",
                "lanemask", "vote_sync")
@@ -37,8 +43,15 @@ class ArrayDecl:
 
     name: str
     shape: str          # source text of a constant shape (int or tuple)
-    dtype: str          # NumPy scalar type name, e.g. "float32"
+    dtype: str          # NumPy scalar type name, e.g. "float32", or a module-level name
+                        # ("__half", "__rec_..."; dtypes.py) for float16 and records
     node: ast.AST
+    dynamic: bool = False   # cuda.shared.array(0, dtype): a view of the launch's dynamic bytes
+
+    @property
+    def dtype_expr(self) -> str:
+        """The element type as source text of the generated module."""
+        return self.dtype if self.dtype.startswith("__") else f"__np.{self.dtype}"
 
 
 def name_node(id_: str) -> ast.Name:
@@ -53,16 +66,19 @@ def _expr(src: str) -> ast.expr:
 BIT_INTRINSICS = frozenset({"popc", "clz", "ffs", "brev"})
 
 
-class CudaCalls:
+class CudaCalls(WarpLowering, RaiseLowering):
     """Mixin: lowering of CUDA builtin values and calls (needs ``fn``, ``env``, ``role``,
     ``owned``, ``n_reductions``, ``visit`` and ``_err`` from the ``Lowerer``)."""
 
     def _unsupported_cuda(self, path, node):
         what = f"cuda.{path}"
         if path.startswith(_WARP_LEVEL):
-            reason = "warp-level primitives (shuffles, votes, ballots) are not supported"
+            reason = ("this warp-level primitive is not supported (shfl*_sync, all/any/eq/"
+                      "ballot_sync, match_any/all_sync, syncwarp, activemask and lanemask_lt "
+                      "are)")
         elif path.startswith("cg") or "grid_group" in path:
-            reason = "cooperative groups / grid-wide synchronisation are not supported"
+            reason = ("of cooperative groups only 'g = cuda.cg.this_grid(); g.sync()' (as "
+                      "statements) is supported")
         elif path in BARRIER_REDUCTIONS:
             reason = (f"only supported as a statement 'name = cuda.{path}(predicate)' in the "
                       "kernel body")
@@ -82,21 +98,29 @@ class CudaCalls:
         if shape is None or dtype is None or len(args) != 2:
             raise self._err(f"cuda.{kind}.array needs (shape, dtype)", f"cuda.{kind}.array",
                             stmt)
-        shape = self.visit(copy.deepcopy(shape))
-        if any(isinstance(n, ast.Name) and n.id != "__np" for n in ast.walk(shape)):
+        try:    # evaluated in the source's scope, as numba-cuda's typing proves it constant
+            value = constexpr.shape_value(self.fn, shape, self.pristine)
+        except constexpr.NotConstant:
             raise self._err(f"the shape of cuda.{kind}.array must be a compile-time constant "
-                            "(literals and module-level constants)", f"cuda.{kind}.array shape",
-                            stmt)
-        try:
-            value = eval(compile(ast.Expression(shape), "<shape>", "eval"), {"__np": np})
-            value = (tuple(operator.index(v) for v in value) if isinstance(value, tuple)
-                     else operator.index(value))
-        except Exception:
+                            "(literals, module-level or closure constants, local names assigned "
+                            "once from constants, and tuples/arithmetic of those)",
+                            f"cuda.{kind}.array shape", stmt) from None
+        except (TypeError, ValueError):
             raise self._err(f"cannot evaluate the shape of cuda.{kind}.array to integers",
                             f"cuda.{kind}.array shape", stmt) from None
-        if value == 0 or value == (0,):
-            raise self._err("dynamic shared memory (shape 0) is not supported by the CPU backend",
-                            "dynamic cuda.shared.array", stmt)
+        if kind == "shared" and is_dynamic_shape(value):     # dynshared.py says how it is lowered
+            element = self._dtype_name(dtype, stmt)
+            if element.startswith("__"):
+                raise self._err("dynamic shared memory of float16 or record elements is not "
+                                "supported by the CPU backend; declare it with a NumPy scalar "
+                                "dtype", "dynamic cuda.shared.array dtype", stmt)
+            return ArrayDecl(stmt.targets[0].id, repr(value), element, stmt, dynamic=True)
+        if any(v <= 0 for v in (value if isinstance(value, tuple) else (value,))):
+            # numba-cuda refuses these at compile time ("array length <= 0"); only a 1-D shared
+            # array of size 0 has a meaning (dynamic shared memory).
+            raise self._err(f"cuda.{kind}.array of shape {value!r}: every dimension must be at "
+                            "least 1 (only cuda.shared.array(0, dtype), the dynamic shared "
+                            "memory, may have size 0)", f"cuda.{kind}.array of size <= 0", stmt)
         return ArrayDecl(stmt.targets[0].id, repr(value), self._dtype_name(dtype, stmt), stmt)
 
     def _dtype_name(self, node, stmt) -> str:
@@ -108,9 +132,17 @@ class CudaCalls:
             if r is not None and r.cuda_path is None and not r.rest:
                 obj = r.obj
         name = rs.numpy_scalar_name(obj) if obj is not None else None
+        try:
+            special = dtypes.array_dtype_name(self.env, obj, name)      # float16, records
+        except ValueError as exc:
+            raise self._err(f"the record dtype of a cuda shared/local array is not supported by "
+                            f"the CPU backend: {exc}", "array dtype", stmt) from None
+        if special is not None:
+            return special
         if name is None:
             raise self._err("the dtype of a cuda shared/local array must be a NumPy or Numba "
-                            "scalar type (e.g. numba.float32, np.int64)", "array dtype", stmt)
+                            "scalar type (e.g. numba.float32, np.int64) or a record dtype",
+                            "array dtype", stmt)
         return name
 
     def _barrier_reduction(self, path, call, target, node):
@@ -171,11 +203,23 @@ class CudaCalls:
             return args[0]
         if path == "selp" and len(args) == 3:
             return ast.IfExp(args[0], args[1], args[2])
-        if path == "fma" and len(args) == 3:
-            return ast.BinOp(ast.BinOp(args[0], ast.Mult(), args[1]), ast.Add(), args[2])
+        if path == "fma" and len(args) == 3:      # fused, one rounding (mathcalls.py)
+            alias = self.env.helper("numba_cube.backends.cpu.mathcalls", "fma", "__fma")
+            return ast.Call(name_node(alias), args, [])
         if path in BIT_INTRINSICS and len(args) == 1:
             alias = self.env.helper("numba_cube.backends.cpu.bitops", path, "__" + path)
             return ast.Call(name_node(alias), args, [])
+        if path in VECTOR_TYPES:                                          # vectors.py
+            alias = self.env.helper("numba_cube.backends.cpu.vectors", constructor_name(path),
+                                    "__vec_" + VECTOR_TYPES[path])
+            return ast.Call(name_node(alias), args, [])
+        if path.startswith("fp16.") and path[len("fp16."):] in FP16_FUNCTIONS:
+            name = path[len("fp16."):]                                 # fp16_functions.py
+            alias = self.env.helper("numba_cube.backends.cpu.fp16_functions", name,
+                                    "__fp16_" + name)
+            return ast.Call(name_node(alias), args, [])
+        if path == "lanemask_lt" and not args:
+            return self._lanemask_lt()                                   # warps.py
         if path == "cbrt" and len(args) == 1:
             return ast.Call(_expr("__np.cbrt"), args, [])
         if path in BARRIERS or path in NOOPS or path in ("shared.array", "local.array") \
@@ -183,6 +227,13 @@ class CudaCalls:
             raise self._err(f"cuda.{path}(...) must be a statement of its own (or, for arrays, "
                             "assigned to a plain name)", f"cuda.{path}", node)
         raise self._unsupported_cuda(path, node)
+
+    def _bit_count_call(self, node):
+        """``x.bit_count()``: numba-cuda's overload for integers is ``cuda.popc(x)`` (set bits of
+        the two's-complement value, in ``x``'s type); other receivers fail to type there too."""
+        receiver = self.visit(node.func.value)
+        alias = self.env.helper("numba_cube.backends.cpu.bitops", "popc", "__popc")
+        return ast.copy_location(ast.Call(name_node(alias), [receiver], []), node)
 
     def _atomic(self, op, args, node):
         if op == "compare_and_swap":

@@ -18,41 +18,70 @@ is not known before Numba's type inference, so the first store of a chunk alloca
 tuples) and parks it in a list ``x__l``. That list is created empty at chunk level: Numba refines
 an empty list's type from its first ``append``, and a name defined at chunk level is defined for
 every later use in source order, which Numba's bytecode analysis requires. ``x__ok`` says whether
-the replica exists yet; regions that run after a top-level region storing ``x`` skip that test.
+the replica exists yet; regions that run after a top-level region storing ``x`` skip that test,
+and a region that would still test it is printed twice: a loop with the tests and first-store
+allocations until every replica exists, and a loop without them from then on.
 Names that are pure functions of thread/block ids are recomputed instead
 (``analysis.remat_definitions``), and local arrays that outlive a region get one slice per unit
 (``x__r[__tid]``).
+
+Warp exchanges, run-time masks and their checks are printed by ``warps_emit``; a region under a
+run-time mask loops over the span of units the mask selects and skips the others.
+
+**Grid mode.** A kernel that syncs the grid (``cuda.cg.this_grid().sync()``) cannot finish one
+cube before starting the next, so the cube loop moves inside every region: a region runs for
+every unit of every cube, and the grid sync is a region boundary like a barrier. Everything a cube
+keeps across it is then per cube: shared arrays get a leading cube axis (``sm__g[__bid]``),
+replicas, masks and exit flags one slot per unit of the grid (``__slot = __bid * __nt + __tid``),
+and what runs between regions runs once per grid (block ids are not uniform there). The launcher
+makes one chunk of the whole grid, so grid mode runs on one worker thread.
 """
 
 from __future__ import annotations
 
 import ast
 
+from contextlib import ExitStack, contextmanager
+
+from numba_cube.backends.cpu import dynshared, warps_emit
 from numba_cube.backends.cpu.analysis import stores
-from numba_cube.backends.cpu.hidden import HIDDEN_IDS
+from numba_cube.backends.cpu.hidden import ACC_PREFIX, HIDDEN_IDS, LINEAR_TID, SLOT
 from numba_cube.backends.cpu.lowering import Lowered
-from numba_cube.backends.cpu.plan import Ctrl, Flow, Region, Uniform
+from numba_cube.backends.cpu.plan import (Check, CubePlan, Ctrl, Exchange, Flow, MaskedIf,
+                                          MaskedWhile, Region, Uniform)
 from numba_cube.backends.cpu.unitcode import (RET_FLAG, Writer, lower_returns, parse_stmts,
                                               replace_local_markers)
 
 
 class CubeKernel:
-    """Everything needed to print one kernel with barriers (both its variants)."""
+    """Everything needed to print one kernel with split points (both its variants)."""
 
-    def __init__(self, lowered: Lowered, plan, regions: list[Region], uniform: set[str],
-                 remat: dict[str, ast.expr]):
+    def __init__(self, lowered: Lowered, cube_plan: CubePlan, remat: dict[str, ast.expr]):
         self.lowered = lowered
-        self.plan = plan
-        self.regions = regions
+        self.plan = cube_plan.items
+        self.regions = regions = cube_plan.regions
+        self.uniform = cube_plan.uniform
+        self.masks = cube_plan.masks
+        self.exchanges = cube_plan.exchanges
+        self.grid = cube_plan.grid
         fn = lowered.fn
+        if self.grid:
+            _refuse_in_grid_mode(lowered, regions)
         shared = {d.name for d in lowered.shared}
         local = {d.name for d in lowered.local}
-        per_unit = set().union(*(stores(s) for r in regions for s in r.code)) - uniform \
-            - set(HIDDEN_IDS) - shared
-        self.remat = {n: e for n, e in remat.items() if n in per_unit and n not in local}
+        #: shuffle results are read in place by the region that uses them (no replica)
+        self.shuffles = {ex.outputs[0]: ex for ex in self.exchanges
+                         if ex.op in warps_emit.SHUFFLES}
+        results = {o for ex in self.exchanges for o in ex.outputs} - set(self.shuffles)
+        operands = {i for ex in self.exchanges for i in ex.inputs}
+        per_unit = (set().union(*(stores(s) for r in regions for s in r.code)) | results) \
+            - self.uniform - set(HIDDEN_IDS) - shared
+        # exchange operands are read as whole arrays by the helpers: never recomputed
+        self.remat = {n: e for n, e in remat.items()
+                      if n in per_unit and n not in local and n not in operands}
         # local arrays whose contents must survive a barrier get per-unit slices
         self.local_replicated = {n for r in regions for n in r.live_in & local}
-        crossing = set()
+        crossing = set(results)
         for r in regions:
             crossing |= r.live_in | (r.live_out & set().union(*(stores(s) for s in r.code)))
         self.replicated = sorted((crossing & per_unit) - set(self.remat) - local)
@@ -62,7 +91,7 @@ class CubeKernel:
         self.stores = {r.index: sorted(r.live_out & set(self.replicated)
                                        & set().union(*(stores(s) for s in r.code)))
                        for r in regions}
-        stored_anywhere = set().union(*self.stores.values()) if self.stores else set()
+        stored_anywhere = set().union(results, *self.stores.values())
         for name in self.replicated:
             if name not in stored_anywhere:
                 node = next((n for r in regions for s in r.code for n in ast.walk(s)
@@ -72,7 +101,24 @@ class CubeKernel:
                                f"use of {name!r} before assignment across a barrier", node)
         self.has_exit = any(isinstance(n, ast.Return) for r in regions for s in r.code
                             for n in ast.walk(s))
-        self.allocated = self._certainly_allocated(plan)
+        #: run-time masks, exchanges or checks: the helpers need the exited flags of every unit
+        self.tracks_units = bool(self.masks or self.exchanges or cube_plan.checks)
+        #: the generated code raises DivergenceError (codegen guards the parallel variant)
+        self.may_raise = bool(self.exchanges or cube_plan.checks)
+        self.imports = list(warps_emit.IMPORTS) if self.tracks_units else []
+        # a unit's index in per-unit arrays: its id in the cube, or in the grid (grid mode)
+        self.slot = SLOT if self.grid else LINEAR_TID
+        self.total = "__NT" if self.grid else "__nt"
+        #: number of work items the launcher splits into chunks (see ``codegen``); in grid
+        #: mode one chunk runs every cube, region by region
+        self.work = "min(__gdx * __gdy * __gdz, 1)" if self.grid else "__gdx * __gdy * __gdz"
+        self.allocated = self._certainly_allocated(self.plan)
+        # a region that reads a shuffle's result and changes masks or exit flags as it goes
+        # needs the shuffle to record who executed it
+        self.snapshots = {ex.k for name, ex in self.shuffles.items()
+                          if any(name in r.live_in
+                                 and warps_emit.changes_activity(r.code, self.masks)
+                                 for r in regions)}
 
     def _certainly_allocated(self, plan) -> dict[int, set[str]]:
         """Region index -> replica arrays certainly allocated before that region runs.
@@ -81,7 +127,8 @@ class CubeKernel:
         saved names for every unit that has not exited; so every region after it may load and
         store those names without the ``x__ok`` test (if all units exited, no later unit runs).
         Dropping the test from the hot loop matters: the allocation path in it keeps LLVM from
-        treating the replica's data pointer as loop-invariant.
+        treating the replica's data pointer as loop-invariant. A top-level exchange allocates
+        its results the same way.
         """
         out: dict[int, set[str]] = {}
         certain: set[str] = set()
@@ -90,20 +137,29 @@ class CubeKernel:
                 out[r.index] = set(certain)
             if isinstance(item, Region):
                 certain |= set(self.stores[item.index])
+            elif isinstance(item, Exchange):
+                certain |= set(item.outputs)
         return out
 
     # ---- printing ---------------------------------------------------------------------------
 
-    #: number of work items the launcher splits into chunks (see ``codegen``)
-    work = "__gdx * __gdy * __gdz"
-
     def emit_chunk(self, w: Writer, name: str, decorator: str) -> None:
         """``name(__c, __nchunks, <geometry>, <params>)``: run chunk ``__c`` of the cubes."""
         params = ["__c", "__nchunks", "__gdx", "__gdy", "__gdz", "__bdx", "__bdy", "__bdz",
-                  *self.lowered.params]
+                  *self.launch_params, *self.lowered.params]
         w.line(decorator)
         with w.indent(f"def {name}({', '.join(params)}):"):
             w.line("__nt = __bdx * __bdy * __bdz")
+            if self.grid:
+                w.line("__nb = __gdx * __gdy * __gdz")
+                w.line("__NT = __nt * __nb")
+                self._chunk_prologue(w)
+                # one pass over the grid, written as a loop so that the code has the shape of
+                # cube mode's: Numba then accepts the replicas' first assignment inside a branch
+                with w.indent("for __pass in range(min(__nb, 1)):"):
+                    self._items(w, self.plan)
+                w.line()
+                return
             w.line(f"__nb = {self.work}")
             self._chunk_prologue(w)
             with w.indent("for __bid in range(__c * __nb // __nchunks, "
@@ -116,17 +172,38 @@ class CubeKernel:
                 self._items(w, self.plan)
         w.line()
 
+    @property
+    def launch_params(self) -> list[str]:
+        """Run-time launch values after the geometry: the dynamic shared size, if it is used."""
+        return [dynshared.SIZE_PARAM] if dynshared.uses_dynamic_shared(self.lowered) else []
+
     def _chunk_prologue(self, w: Writer) -> None:
+        if self.launch_params:
+            w.line(dynshared.buffer_line())
         for d in self.lowered.shared:
-            w.line(f"{d.name} = __np.empty({d.shape}, __np.{d.dtype})")
+            if d.dynamic:
+                w.line(dynshared.view_line(d.name, d.dtype))
+                continue
+            if self.grid:        # every cube keeps its own shared memory across grid syncs
+                shape = d.shape if d.shape.startswith("(") else f"({d.shape},)"
+                w.line(f"{d.name}__g = __np.empty((__nb,) + {shape}, {d.dtype_expr})")
+                continue
+            w.line(f"{d.name} = __np.empty({d.shape}, {d.dtype_expr})")
         for d in self.lowered.local:
             if d.name in self.local_replicated:
                 shape = d.shape if d.shape.startswith("(") else f"({d.shape},)"
-                w.line(f"{d.name}__r = __np.empty((__nt,) + {shape}, __np.{d.dtype})")
+                w.line(f"{d.name}__r = __np.empty(({self.total},) + {shape}, {d.dtype_expr})")
             else:
-                w.line(f"{d.name}__buf = __np.empty({d.shape}, __np.{d.dtype})")
-        if self.has_exit:
-            w.line("__exited = __np.zeros(__nt, __np.bool_)")
+                w.line(f"{d.name}__buf = __np.empty({d.shape}, {d.dtype_expr})")
+        if self.has_exit or self.tracks_units:
+            w.line(f"__exited = __np.zeros({self.total}, __np.bool_)")
+        if self.tracks_units:
+            w.line(f"{warps_emit.TOP_MASK} = __np.ones({self.total}, __np.int8)")
+        for mask in self.masks:
+            w.line(f"{mask} = __np.zeros({self.total}, __np.int8)")
+        for ex in self.exchanges:
+            if ex.k in self.snapshots:
+                w.line(f"{warps_emit.snapshot_array(ex)} = __np.zeros({self.total}, __np.bool_)")
         for name in self.replicated:
             w.line(f"{name}__l = []")
             w.line(f"{name}__ok = False")
@@ -134,11 +211,27 @@ class CubeKernel:
     def _items(self, w: Writer, items) -> None:
         if not items:
             w.line("pass")
+        fn = self.lowered.fn
         for it in items:
             if isinstance(it, Region):
                 self._region(w, it)
             elif isinstance(it, (Uniform, Flow)):
                 w.code([it.stmt])
+            elif isinstance(it, Exchange):
+                warps_emit.emit_exchange(w, it, fn, self.uniform, self.total, "__nt",
+                                         it.k in self.snapshots)
+            elif isinstance(it, Check):
+                warps_emit.emit_check(w, it, fn, self.total, "__nt")
+            elif isinstance(it, MaskedIf):
+                with w.indent(f"if {warps_emit.emit_bounds(w, it.mask, 1, self.total)}:"):
+                    self._items(w, it.body)
+                if it.orelse:
+                    with w.indent(f"if {warps_emit.emit_bounds(w, it.mask, 2, self.total)}:"):
+                        self._items(w, it.orelse)
+            elif isinstance(it, MaskedWhile):
+                with w.indent(f"while {warps_emit.emit_bounds(w, it.mask, 1, self.total)}:"):
+                    self._items(w, it.body)
+                    warps_emit.emit_bounds(w, it.mask, 1, self.total)
             elif isinstance(it, Ctrl):
                 node = it.node
                 if isinstance(node, ast.If):
@@ -154,45 +247,100 @@ class CubeKernel:
                         self._items(w, it.orelse)
 
     def _region(self, w: Writer, region: Region) -> None:
+        slot = self.slot
         loads, stores_ = self.loads[region.index], self.stores[region.index]
-        code = replace_local_markers(region.code, self.local_replicated)
-        on_exit = parse_stmts("__exited[__tid] = True") if self.has_exit else []
+        code = replace_local_markers(region.code, self.local_replicated, slot)
+        on_exit = parse_stmts(f"__exited[{slot}] = True") if self.has_exit else []
         code, uses_flag = lower_returns(code, on_exit)
+        mentioned = _mentioned(code)
         w.line(f"# region {region.index}")
-        for name in sorted(set(loads) | set(stores_)):
+        shuffled = {n for r in region.live_in & mentioned & set(self.shuffles)
+                    for n in self.shuffles[r].inputs[1:] if n not in self.uniform}
+        for name in sorted(set(loads) | set(stores_) | shuffled):
             with w.indent(f"if {name}__ok:"):
                 w.line(f"{name}__r = {name}__l[0]")
-        with w.indent("for __tz in range(__bdz):"):
-            with w.indent("for __ty in range(__bdy):"):
-                w.line("__tbase = (__tz * __bdy + __ty) * __bdx")
-                with w.indent("for __tx in range(__bdx):"):
-                    w.line("__tid = __tbase + __tx")
-                    if self.has_exit:
-                        with w.indent("if __exited[__tid]:"):
-                            w.line("continue")
-                    if uses_flag:
-                        w.line(f"{RET_FLAG} = False")
-                    self._remat(w, region.live_in, _mentioned(code))
-                    for name in sorted(region.live_in & self.local_replicated & _mentioned(code)):
-                        w.line(f"{name} = {name}__r[__tid]")
-                    allocated = self.allocated[region.index]
-                    for name in loads:
-                        if name in allocated:
-                            w.line(f"{name} = {name}__r[__tid]")
-                            continue
-                        with w.indent(f"if {name}__ok:"):
-                            w.line(f"{name} = {name}__r[__tid]")
-                    w.code(code)
-                    for name in stores_:
-                        if name in allocated:
-                            w.line(f"{name}__r[__tid] = {name}")
-                            continue
-                        with w.indent(f"if {name}__ok:"):
-                            w.line(f"{name}__r[__tid] = {name}")
-                        with w.indent("else:"):
-                            w.line(f"{name}__l.append(__replica(__nt, {name}))")
-                            w.line(f"{name}__r = {name}__l[0]")
-                            w.line(f"{name}__ok = True")
+        skip = ([f"__exited[{slot}]"] if self.has_exit else []) + (
+            [f"{region.ctx[0]}[{slot}] != {region.ctx[1]}"] if region.ctx is not None else [])
+        allocated = self.allocated[region.index]
+        pending = sorted((set(loads) | set(stores_)) - allocated)
+        if not pending:
+            self._unit_loop(w, region, code, mentioned, skip, uses_flag, allocated)
+            return
+        # Two copies of the loop: the one with first-store allocations runs until every replica
+        # exists (the first cube of a chunk, typically), the other from then on. Allocating
+        # inside the loop reassigns the replica variables there, which costs Numba a reference
+        # count update per unit (measured: 50x on a region that is one load and one store).
+        with w.indent(f"if {' and '.join(f'{n}__ok' for n in pending)}:"):
+            self._unit_loop(w, region, code, mentioned, skip, uses_flag,
+                            allocated | set(pending))
+        with w.indent("else:"):
+            self._unit_loop(w, region, code, mentioned, skip, uses_flag, allocated)
+
+    def _unit_loop(self, w: Writer, region: Region, code, mentioned, skip, uses_flag,
+                   allocated: set[str]) -> None:
+        """One loop over the units running ``code``; replicas not in ``allocated`` are tested
+        (loads) or allocated on first store."""
+        slot = self.slot
+        with self._unit_loops(w, region, mentioned):
+            if skip:
+                with w.indent(f"if {' or '.join(skip)}:"):
+                    w.line("continue")
+            if uses_flag:
+                w.line(f"{RET_FLAG} = False")
+            self._remat(w, region.live_in, mentioned)
+            for name in sorted(region.live_in & set(self.shuffles) & mentioned):
+                ex = self.shuffles[name]
+                for line in warps_emit.shuffle_read(ex, self.uniform, slot, self.has_exit,
+                                                    ex.k in self.snapshots):
+                    w.line(line)
+            for name in sorted(region.live_in & self.local_replicated & mentioned):
+                w.line(f"{name} = {name}__r[{slot}]")
+            for name in self.loads[region.index]:
+                if name in allocated:
+                    w.line(f"{name} = {name}__r[{slot}]")
+                    continue
+                with w.indent(f"if {name}__ok:"):
+                    w.line(f"{name} = {name}__r[{slot}]")
+            w.code(code)
+            for name in self.stores[region.index]:
+                if name in allocated:
+                    w.line(f"{name}__r[{slot}] = {name}")
+                    continue
+                with w.indent(f"if {name}__ok:"):
+                    w.line(f"{name}__r[{slot}] = {name}")
+                with w.indent("else:"):
+                    w.line(f"{name}__l.append(__replica({self.total}, {name}))")
+                    w.line(f"{name}__r = {name}__l[0]")
+                    w.line(f"{name}__ok = True")
+
+    @contextmanager
+    def _unit_loops(self, w: Writer, region: Region, mentioned: set[str]):
+        """Open the loops over the units of the cube (of every cube, in grid mode)."""
+        with ExitStack() as stack:
+            if self.grid:
+                stack.enter_context(w.indent("for __bid in range(__nb):"))
+                w.line("__bx = __bid % __gdx")
+                w.line("__by = __bid // __gdx % __gdy")
+                w.line("__bz = __bid // (__gdx * __gdy)")
+                for d in self.lowered.shared:
+                    if d.name in mentioned:
+                        w.line(f"{d.name} = {d.name}__g[__bid]")
+            stack.enter_context(w.indent("for __tz in range(__bdz):"))
+            stack.enter_context(w.indent("for __ty in range(__bdy):"))
+            w.line("__tbase = (__tz * __bdy + __ty) * __bdx")
+            if region.ctx is not None and not self.grid:
+                # only the slots the mask spans (its span is a run of linear ids)
+                lo, hi = warps_emit.bounds(*region.ctx)
+                stack.enter_context(w.indent(f"for __tx in range(max(0, {lo} - __tbase), "
+                                             f"min(__bdx, {hi} - __tbase)):"))
+            else:
+                stack.enter_context(w.indent("for __tx in range(__bdx):"))
+            w.line("__tid = __tbase + __tx")
+            if self.grid:
+                w.line(f"{SLOT} = __bid * __nt + __tid")
+            elif SLOT in mentioned:
+                w.line(f"{SLOT} = __tid")
+            yield
 
     def _remat(self, w: Writer, live_in: set[str], mentioned: set[str]) -> None:
         """Recompute live-in rematerialisable names (dependencies first)."""
@@ -212,11 +360,30 @@ class CubeKernel:
             emit(name)
 
 
+def _refuse_in_grid_mode(lowered: Lowered, regions) -> None:
+    """What grid mode (every cube's state kept across a grid sync) does not implement yet."""
+    fn = lowered.fn
+    for d in lowered.shared:
+        if d.dynamic:
+            raise fn.error("dynamic shared memory in a kernel that syncs the grid is not "
+                           "supported by the CPU backend", "dynamic shared memory with grid sync",
+                           d.node)
+    for r in regions:
+        for s in r.code:
+            for n in ast.walk(s):
+                if isinstance(n, ast.Name) and n.id.startswith(ACC_PREFIX):
+                    raise fn.error("cuda.syncthreads_count/and/or in a kernel that syncs the grid "
+                                   "is not supported by the CPU backend",
+                                   "barrier reduction with grid sync", s)
+
+
 def _regions_in(item) -> list[Region]:
     if isinstance(item, Region):
         return [item]
-    if isinstance(item, Ctrl):
+    if isinstance(item, (Ctrl, MaskedIf)):
         return [r for sub in item.body + item.orelse for r in _regions_in(sub)]
+    if isinstance(item, MaskedWhile):
+        return [r for sub in item.body for r in _regions_in(sub)]
     return []
 
 

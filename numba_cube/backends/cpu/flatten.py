@@ -207,7 +207,7 @@ class FlatKernel:
             w.line("__Y = __gdy * __bdy")
             w.line("__total = __X * __Y * (__gdz * __bdz)")
             for d in self.lowered.local:
-                w.line(f"{d.name}__buf = __np.empty({d.shape}, __np.{d.dtype})")
+                w.line(f"{d.name}__buf = __np.empty({d.shape}, {d.dtype_expr})")
             w.line("__g = __c * __total // __nchunks")
             w.line("__gend = (__c + 1) * __total // __nchunks")
             with w.indent("while __g < __gend:"):

@@ -3,6 +3,8 @@
 The translator works on Python source (``ast``), so the first step for every kernel and device
 function is to get that source back from the function object, parse it, and remember where it
 came from: every ``CompileError`` names the construct, the line *in the user's file* and the file.
+A function without source (made by ``exec``, typed into a REPL) is rebuilt from its bytecode by
+``sourceless``, with the user's line numbers.
 
 Name resolution follows Python's own rules for a function body: a name assigned anywhere in the
 function (or a parameter) is local; any other name is looked up in the closure cells, then the
@@ -10,19 +12,24 @@ module globals, then builtins. Attribute chains rooted at a module (``np.float32
 ``numba.cuda.threadIdx.x``, ``config.TPB``) are followed through modules, so the translator sees the
 object they denote. The CUDA module is recognised by identity, whatever it is bound to
 (``cuda``, ``import numba.cuda as nc``), and so are objects imported from it
-(``from numba.cuda import threadIdx, syncthreads``).
+(``from numba.cuda import threadIdx, syncthreads``). A device function being inlined at a call
+site (``inline.py``) resolves the parameters bound to compile-time values there (a function such
+as ``cuda.atomic.add``, a dtype, a shape) as if they were closure variables
+(``SourceFunction.static``).
 """
 
 from __future__ import annotations
 
 import ast
 import builtins
+import copy
 import inspect
 import sys
 import textwrap
 import types as pytypes
 from dataclasses import dataclass, field
 
+from numba_cube.backends.cpu import sourceless
 from numba_cube.errors import CompileError
 
 #: module names under which numba.cuda lives (the second one is numba-cuda's real package, which
@@ -43,10 +50,26 @@ class SourceFunction:
     line_offset: int                     # user line = node.lineno + line_offset
     params: list[str]
     local_names: set[str] = field(default_factory=set)
+    #: parameters bound to compile-time values at an inlined call site (``inline.py``): they
+    #: resolve like closure variables, before the closure cells and globals are consulted
+    static: dict[str, "Resolved"] = field(default_factory=dict)
+    vararg: str | None = None            # the ``*args`` parameter (inlined functions only)
 
     @property
     def name(self) -> str:
         return self.py_func.__name__
+
+    def with_static(self, static: dict[str, "Resolved"]) -> "SourceFunction":
+        """A fresh copy of this function (its own AST, which lowering rewrites in place) whose
+        parameters in ``static`` denote compile-time values instead of local variables."""
+        return SourceFunction(self.py_func, copy.deepcopy(self.node), self.filename,
+                              self.line_offset, list(self.params),
+                              self.local_names - set(static), dict(static), self.vararg)
+
+    def add_locals(self, names) -> None:
+        """Declare names that generated code binds in this function's body (the renamed locals
+        of inlined device functions), so that later passes treat them as local variables."""
+        self.local_names |= set(names)
 
     def user_line(self, node: ast.AST | None) -> int | None:
         lineno = getattr(node, "lineno", None)
@@ -77,39 +100,28 @@ class SourceFunction:
         return False, None
 
 
-def load_function(py_func, role: str = "kernel") -> SourceFunction:
-    """Get, dedent and parse the source of ``py_func``; raise CompileError when impossible."""
+def load_function(py_func, role: str = "kernel", allow_vararg: bool = False) -> SourceFunction:
+    """Get, dedent and parse the source of ``py_func``; raise CompileError when impossible.
+
+    ``allow_vararg``: accept a ``*args`` parameter (device functions being inlined, whose call
+    sites bind it, ``inline.py``)."""
     py_func = getattr(py_func, "py_func", py_func)          # tolerate dispatchers
     if not isinstance(py_func, pytypes.FunctionType):
         raise CompileError(f"cannot translate {py_func!r}: not a Python function",
                            construct=f"{role} object of type {type(py_func).__name__}")
     filename = inspect.getsourcefile(py_func) or py_func.__code__.co_filename
-    try:
-        lines, start = inspect.getsourcelines(py_func)
-    except (OSError, TypeError) as exc:
-        raise CompileError(
-            f"the source of {role} {py_func.__name__!r} is not available (defined by exec, in "
-            "an interactive session without source, or in a compiled file), so the CPU "
-            "translator cannot read it", construct="missing source",
-            lineno=py_func.__code__.co_firstlineno, filename=filename) from exc
-    text = textwrap.dedent("".join(lines))
-    offset = start - 1
-    try:
-        module = ast.parse(text)
-    except SyntaxError:
-        # dedent fails when a continuation line (e.g. inside a string) is less indented than the
-        # def; parsing the raw lines under "if 1:" tolerates any common indentation
-        module = ast.parse("if 1:\n" + "".join(lines))
-        module.body = module.body[0].body
-        offset -= 1
-    node = module.body[0] if module.body else None
+    parsed = _parse_source(py_func)
+    if parsed is None:      # no source: rebuilt from the bytecode, lines are the user's own
+        node, start, offset = sourceless.function_node(py_func, role), 1, 0
+    else:
+        node, start, offset = parsed
     if isinstance(node, ast.AsyncFunctionDef) or not isinstance(node, ast.FunctionDef):
         raise CompileError(f"{role} {py_func.__name__!r} must be a plain 'def' function",
                            construct="non-def kernel", lineno=start, filename=filename)
     node.decorator_list = []
     node.returns = None
     args = node.args
-    if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs:
+    if (args.vararg and not allow_vararg) or args.kwarg or args.kwonlyargs or args.posonlyargs:
         raise CompileError(f"{role} {py_func.__name__!r} may only have plain positional "
                            "parameters", construct="*args/**kwargs/keyword-only parameters",
                            lineno=start + node.lineno - 1, filename=filename)
@@ -119,8 +131,40 @@ def load_function(py_func, role: str = "kernel") -> SourceFunction:
     fn = SourceFunction(py_func, node, filename, offset, params)
     fn.local_names = set(params) | {n.id for n in ast.walk(node)
                                     if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    if args.vararg:
+        fn.vararg = args.vararg.arg
+        fn.local_names.add(fn.vararg)
     check_reserved(fn)
     return fn
+
+
+def _parse_source(py_func):
+    """``(def node, first line, line offset)`` from the function's source, or None when there
+    is none, or when the source found is not the function's (a file edited since it was
+    imported, other text registered in linecache under its pseudo-file name): compiling it must
+    give the function's own bytecode, which is what numba-cuda compiles."""
+    try:
+        # inspect reads linecache first: IPython cells and generated code registered there
+        lines, start = inspect.getsourcelines(py_func)
+    except (OSError, TypeError):
+        return None
+    text = textwrap.dedent("".join(lines))
+    offset = start - 1
+    try:
+        module = ast.parse(text)
+    except SyntaxError:
+        # dedent fails when a continuation line (e.g. inside a string) is less indented than
+        # the def; parsing the raw lines under "if 1:" tolerates any common indentation
+        text = "if 1:\n" + "".join(lines)
+        try:
+            module = ast.parse(text)
+        except SyntaxError:
+            return None
+        module.body = module.body[0].body
+        offset -= 1
+    if not sourceless.source_matches(py_func, lines):
+        return None
+    return (module.body[0] if module.body else None), start, offset
 
 
 def check_reserved(fn: SourceFunction) -> None:
@@ -208,7 +252,10 @@ def resolve(fn: SourceFunction, node: ast.AST) -> Resolved | None:
     root, attrs = parts
     if root in fn.local_names:
         return None
-    found, obj = fn.lookup(root)
+    bound = fn.static.get(root)
+    if bound is not None and bound.cuda_path is not None:
+        return Resolved(cuda_path=".".join([bound.cuda_path, *attrs]), root=root)
+    found, obj = (True, bound.obj) if bound is not None else fn.lookup(root)
     if not found:
         raise fn.error(f"name {root!r} is not defined", construct=f"undefined name {root!r}",
                        node=node)

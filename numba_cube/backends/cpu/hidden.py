@@ -5,8 +5,12 @@ Every such name contains ``__`` (user identifiers may not, see ``frontend.check_
 - the unit's coordinates ``__tx/__ty/__tz`` (loop variables), its cube ``__bx/__by/__bz``, the
   launch geometry ``__bdx..`` / ``__gdx..`` (parameters of every generated kernel) and the unit's
   linear index in its cube ``__tid``;
-- markers the lowering leaves for later passes: the barrier statement ``__syncthreads()``, local
-  array declarations ``x = __local__('x')``, the counters ``__sacc<k>`` of syncthreads_count/and/or;
+- markers the lowering leaves for later passes: the barrier statement ``__syncthreads()``, the
+  warp exchange ``__exchange__('<op>', k, <operand names>)`` (operands mostly in
+  ``__xm<k>``/``__xv<k>``/``__xb<k>``, results in ``__xr<k>``/``__xp<k>``, see ``warps.py``),
+  the grid sync ``__gridsync__()``, local array declarations ``x = __local__('x')``, the counters ``__sacc<k>`` of syncthreads_count/and/or;
+- the run-time masks of ``if``/``while`` statements whose condition is not provably uniform,
+  ``__m<k>``, and a unit's slot in per-unit arrays, ``__slot`` (``plan.py``, ``fission.py``);
 - ``__nn(x)``: ``support.assume_nonneg``, wrapped around index arithmetic that is non-negative by
   construction (``NonNegWrapper``), so that Numba's negative-index wraparound folds away and thread
   loops vectorize.
@@ -26,8 +30,14 @@ LINEAR_TID = "__tid"
 HIDDEN_IDS = THREAD_IDS + BLOCK_IDS + BLOCK_DIMS + GRID_DIMS + (LINEAR_TID,)
 #: hidden ids with the same value for every unit of a cube
 UNIFORM_IDS = frozenset(BLOCK_IDS + BLOCK_DIMS + GRID_DIMS)
+#: hidden ids with the same value for every unit of the grid
+GRID_UNIFORM_IDS = frozenset(BLOCK_DIMS + GRID_DIMS)
 
 BARRIER = "__syncthreads"
+EXCHANGE = "__exchange__"
+GRID_SYNC = "__gridsync__"
+#: a unit's index in the per-unit ``[slots]`` arrays of the generated chunk
+SLOT = "__slot"
 LOCAL_MARKER = "__local__"
 NONNEG = "__nn"
 
@@ -35,14 +45,44 @@ NONNEG = "__nn"
 ACC_PREFIX = "__sacc"
 
 
+def _marker(stmt: ast.stmt) -> str | None:
+    if (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
+            and isinstance(stmt.value.func, ast.Name)):
+        return stmt.value.func.id
+    return None
+
+
 def is_barrier(stmt: ast.stmt) -> bool:
     """Is ``stmt`` the lowered barrier ``__syncthreads()``?"""
-    return (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
-            and isinstance(stmt.value.func, ast.Name) and stmt.value.func.id == BARRIER)
+    return _marker(stmt) == BARRIER
+
+
+def exchange_of(stmt: ast.stmt) -> tuple[str, int, list[str]] | None:
+    """``(op, k, operand names)`` for a warp exchange marker
+    ``__exchange__('<op>', k, '<mask>', ...)``, else None."""
+    if _marker(stmt) != EXCHANGE:
+        return None
+    op, k, *operands = (a.value for a in stmt.value.args)
+    return op, k, operands
+
+
+def is_grid_sync(stmt: ast.stmt) -> bool:
+    return _marker(stmt) == GRID_SYNC
+
+
+def is_split(stmt: ast.stmt) -> bool:
+    """Does ``stmt`` end a region: a barrier, a warp exchange or a grid sync?"""
+    return _marker(stmt) in (BARRIER, EXCHANGE, GRID_SYNC)
 
 
 def contains_barrier(node: ast.AST) -> bool:
-    return any(is_barrier(n) for n in ast.walk(node) if isinstance(n, ast.stmt))
+    """Does ``node`` contain a split point (barrier, warp exchange, grid sync)? Such code runs
+    cube by cube in regions (``fission.py``)."""
+    return any(is_split(n) for n in ast.walk(node) if isinstance(n, ast.stmt))
+
+
+def contains_grid_sync(nodes) -> bool:
+    return any(is_grid_sync(n) for s in nodes for n in ast.walk(s) if isinstance(n, ast.stmt))
 
 
 class NonNegWrapper(ast.NodeTransformer):

@@ -22,14 +22,21 @@ CUDA                                  lowered
 ``atomic.<op>(...)``                  ``__atomic_<op>`` (global arrays) or ``__plain_<op>``
                                       (arrays declared shared/local here: one worker owns them)
 ``threadfence*()``, ``nanosleep()``   removed
-``selp``, ``fma``, ``cbrt``           ``b if c else d``, ``a * b + c``, ``__np.cbrt``
+``selp``, ``fma``, ``cbrt``           ``b if c else d``, ``__fma(a, b, c)`` (fused), ``__np.cbrt``
 a ``cuda.jit(device=True)`` or        a call of the translated copy ``<name>__dev`` (the hidden
-``njit`` function                     ids it needs are appended as keywords once known)
+``njit`` function, or a cuda.jit      ids it needs are appended as keywords once known)
+kernel (a device function to
+numba-cuda)
+a device function with shared         inlined: its lowered body, renamed apart, runs before the
+memory, barriers or compile-time      calling statement, whose call becomes the result variable
+arguments (functions, dtypes,         (``inline.py``; a child ``Lowerer`` lowers it for the
+shapes)                               call's compile-time arguments)
+a nested ``def`` (closure)            inlined at each call (``inline_nested.py``)
 ====================================  =========================================================
 
 Free names are frozen or imported through ``resolve.freeze``. Constructs the CPU backend cannot run
-(warp shuffles/votes, grid sync, dynamic shared memory, ``with``/``try``, nested functions, ...)
-raise ``CompileError`` naming the construct and its line.
+(warp shuffles/votes, grid sync, dynamic shared memory, ``with``/``try``, lambdas, ...) raise
+``CompileError`` naming the construct and its line.
 
 Parameters that the body reassigns are renamed ``<p>__arg`` and re-bound by a first statement
 ``p = p__arg``: in the generated code one Python variable serves many units in turn, so a unit must
@@ -39,13 +46,16 @@ not see the value a previous unit left in a parameter.
 from __future__ import annotations
 
 import ast
+import copy
 from dataclasses import dataclass, field
 
+from numba_cube.backends.cpu import inline, inline_nested
 from numba_cube.backends.cpu import resolve as rs
 from numba_cube.backends.cpu.cudacalls import (BARRIER_REDUCTIONS, BARRIERS, NOOPS, ArrayDecl,
                                                CudaCalls, name_node)
 from numba_cube.backends.cpu.frontend import SourceFunction, chain, resolve
 from numba_cube.backends.cpu.hidden import BARRIER, HIDDEN_IDS, LOCAL_MARKER, NonNegWrapper
+from numba_cube.backends.cpu.inline_hooks import LAZY, Hoisted, InlineHooks
 
 #: Python constructs the generated loops cannot host (or Numba cannot compile), by node type
 _REFUSED = {ast.With: "'with' statement", ast.AsyncWith: "'async with' statement",
@@ -72,17 +82,54 @@ class Lowered:
     hidden_used: set[str] = field(default_factory=set)
 
 
-class Lowerer(CudaCalls, ast.NodeTransformer):
+class Lowerer(CudaCalls, InlineHooks, ast.NodeTransformer):
     """Rewrites one function body; see the module docstring for the mapping."""
 
-    def __init__(self, fn: SourceFunction, env: rs.ModuleEnv, register_device, role: str):
+    def __init__(self, fn: SourceFunction, env: rs.ModuleEnv, register_device, role: str,
+                 parent: Lowerer | None = None):
         self.fn = fn
         self.env = env
         self.register_device = register_device   # (py_func, kind, node) -> generated name
         self.role = role                          # "kernel" or "device"
         self.out = Lowered(fn, [], list(fn.params))
         self.owned: set[str] = set()              # shared/local array names (plain atomics)
-        self.n_reductions = 0                     # syncthreads_count/and/or seen so far
+        # An inlined device function (``inline.py``) is lowered by a child of its caller's
+        # Lowerer: generated names and counters are the root's, so they stay unique in the
+        # generated function, and module-level names avoid every enclosing function's locals.
+        self.parent = parent
+        self.root: Lowerer = self if parent is None else parent.root
+        self.inlining = inline.InlineState() if parent is None else parent.inlining
+        self.avoid = set(fn.local_names) | (parent.avoid if parent is not None else set())
+        self.pristine = copy.deepcopy(fn.node)   # before lowering rewrites it (constexpr.py)
+        self._hoisted: Hoisted | None = None
+        self._lazy = 0                            # depth of lazily evaluated expressions
+        self.nested: dict[str, inline_nested.NestedFunction] = {}   # `def`s seen in this body
+        # a nested `def` binds a local name, as in Python (ast records it as no Store)
+        fn.add_locals({n.name for n in ast.walk(fn.node)
+                       if isinstance(n, ast.FunctionDef) and n is not fn.node})
+        self.packed: dict[str, int] = {}          # *args parameter -> its length (inlined)
+        if parent is None:
+            self._reductions = 0
+
+    @property
+    def n_reductions(self) -> int:
+        """syncthreads_count/and/or seen so far in the generated function (inlined included)."""
+        return self.root._reductions
+
+    @n_reductions.setter
+    def n_reductions(self, value: int) -> None:
+        self.root._reductions = value
+
+    def _warp_state(self):
+        # warps.py numbers its temporaries per generated function: inlined bodies share it
+        return super()._warp_state() if self.parent is None else self.root._warp_state()
+
+    def spawn(self, fn: SourceFunction, owned: set[str], packed: dict[str, int]) -> Lowerer:
+        """A Lowerer for a device function inlined into this one (see ``inline.py``)."""
+        child = Lowerer(fn, self.env, self.register_device, self.role, parent=self)
+        child.owned |= owned
+        child.packed = dict(packed)
+        return child
 
     # ---- entry point --------------------------------------------------------------------
 
@@ -104,7 +151,7 @@ class Lowerer(CudaCalls, ast.NodeTransformer):
         reassigned = [p for p in self.fn.params
                       if any(isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
                              and n.id == p for n in ast.walk(node))]
-        if reassigned and self.role == "kernel":
+        if reassigned and self.role == "kernel" and self.parent is None:
             body = [ast.Assign([ast.Name(p, ast.Store())], name_node(p + "__arg"))
                     for p in reassigned] + body
             self.out.params = [p + "__arg" if p in reassigned else p for p in self.fn.params]
@@ -148,7 +195,7 @@ class Lowerer(CudaCalls, ast.NodeTransformer):
                 self.out.local.append(decl)
                 if self.role != "kernel":   # device functions: a fresh array per call
                     return ast.copy_location(ast.parse(
-                        f"{decl.name} = __np.empty({decl.shape}, __np.{decl.dtype})").body[0],
+                        f"{decl.name} = __np.empty({decl.shape}, {decl.dtype_expr})").body[0],
                         node)
                 return ast.copy_location(ast.parse(
                     f"{decl.name} = {LOCAL_MARKER}({decl.name!r})").body[0], node)
@@ -170,15 +217,36 @@ class Lowerer(CudaCalls, ast.NodeTransformer):
         return self.generic_visit(node)
 
     def visit_Return(self, node):
-        if self.role == "kernel" and node.value is not None and not (
+        # (an inlined device function's return values become assignments: inline.py)
+        if self.role == "kernel" and self.parent is None and node.value is not None and not (
                 isinstance(node.value, ast.Constant) and node.value.value is None):
             raise self._err("a kernel cannot return a value", "return with a value", node)
         return self.generic_visit(node)
 
     def visit(self, node):
+        if isinstance(node, ast.FunctionDef):       # a closure: inline_nested.py
+            return inline_nested.define(self, node)
         what = _REFUSED.get(type(node))
         if what is not None:
             raise self._err(f"{what} is not supported in kernels by the CPU backend", what, node)
+        if isinstance(node, ast.stmt):
+            # inlined device functions (inline.py) are hoisted before the statement calling them
+            outer, self._hoisted = self._hoisted, Hoisted(node)
+            try:
+                return self._hoisted.before(self._visit_statement(node), self)
+            finally:
+                self._hoisted = outer
+        if isinstance(node, LAZY):
+            with self.lazily():
+                return super().visit(node)
+        return super().visit(node)
+
+    def _visit_statement(self, node):
+        if self._is_marker(node):
+            return node                  # already lowered by warps.py
+        expanded = self._expand_statement(node)     # warps.py: warp intrinsics, grid sync,
+        if expanded is not None:                    # barrier values inside expressions
+            return expanded
         return super().visit(node)
 
     # ---- expressions -----------------------------------------------------------------------
@@ -186,7 +254,14 @@ class Lowerer(CudaCalls, ast.NodeTransformer):
     def visit_Name(self, node):
         if not isinstance(node.ctx, ast.Load):
             return node
+        if node.id in self.nested:
+            raise self._nested_value(node.id, node)
         return self._free_chain(node) or node
+
+    def _nested_value(self, name, node):
+        return self._err(f"nested function {name!r} can only be called, or passed to a device "
+                         "function, on the CPU backend", f"nested function {name!r} used as a "
+                         "value", node)
 
     def visit_Attribute(self, node):
         if isinstance(node.ctx, ast.Load) and chain(node) is not None:
@@ -202,11 +277,13 @@ class Lowerer(CudaCalls, ast.NodeTransformer):
             return None
         if r.cuda_path is not None:
             return ast.copy_location(self._cuda_value(r.cuda_path, node), node)
+        if isinstance(r.obj, inline_nested.NestedFunction):
+            raise self._nested_value(r.root, node)
         if _device_kind(r.obj) is not None and not r.rest:
             raise self._err(f"{r.root!r} is a function: it can only be called",
                             f"device function {r.root!r} used as a value", node)
         try:
-            base = rs.freeze(self.env, r.root, r.obj, self.fn.local_names)
+            base = rs.freeze(self.env, r.root, r.obj, self.avoid)
         except rs.Unsupported as exc:
             raise self._err(f"global {r.root!r} cannot be used in a CPU kernel: {exc}",
                             f"global {r.root!r}", node) from None
@@ -216,15 +293,24 @@ class Lowerer(CudaCalls, ast.NodeTransformer):
 
     def visit_Call(self, node):
         func = node.func
+        if isinstance(func, ast.Name) and func.id in self.nested:
+            return inline_nested.expand(self, self.nested[func.id], node)
         path = self._cuda_path(func) if chain(func) is not None else None
         if path is not None:
             return ast.copy_location(self._cuda_call(path, node), node)
         if chain(func) is not None:
             r = resolve(self.fn, func)
+            if r is not None and isinstance(r.obj, inline_nested.NestedFunction) and not r.rest:
+                return inline_nested.expand(self, r.obj, node)     # passed as an argument
+            if (r is not None and r.obj is len and len(node.args) == 1 and isinstance(
+                    node.args[0], ast.Name) and node.args[0].id in self.packed):
+                return ast.copy_location(ast.Constant(self.packed[node.args[0].id]), node)
             kind = _device_kind(r.obj) if r is not None and r.cuda_path is None else None
-            if kind == "kernel":
-                raise self._err("calling a kernel from a kernel is not supported",
-                                f"call of kernel {r.root!r}", node)
+            # a cuda.jit kernel called from a kernel is a device function to numba-cuda
+            if kind in ("device", "kernel") and not r.rest:
+                inlined = inline.expand(self, r.obj, node)
+                if inlined is not None:
+                    return inlined
             if kind is not None and not r.rest:
                 alias = self.register_device(r.obj, kind, node)
                 node.func = ast.copy_location(name_node(alias), func)
@@ -232,19 +318,10 @@ class Lowerer(CudaCalls, ast.NodeTransformer):
                 node.keywords = [self.visit(k) for k in node.keywords]
                 self.out.device_calls.append((node, r.obj))
                 return node
+        if (isinstance(func, ast.Attribute) and func.attr == "bit_count" and not node.args
+                and not node.keywords):
+            return self._bit_count_call(node)            # numba-cuda's int.bit_count (cudacalls)
         return self.generic_visit(node)
 
-def _device_kind(obj) -> str | None:
-    """"device" (cuda.jit device=True), "kernel" (cuda.jit kernel), "njit", or None."""
-    if not hasattr(obj, "py_func"):
-        return None
-    options = getattr(obj, "targetoptions", None)
-    if isinstance(options, dict) and "device" in options and "nopython" not in options:
-        return "device" if options.get("device") else "kernel"
-    if hasattr(obj, "_device"):                     # numba.cuda simulator's FakeCUDAKernel
-        return "device" if obj._device else "kernel"
-    try:
-        from numba.core.registry import CPUDispatcher
-    except ImportError:                             # pragma: no cover
-        return None
-    return "njit" if isinstance(obj, CPUDispatcher) else None
+#: kept under its old name for this module's callers
+_device_kind = rs.device_kind

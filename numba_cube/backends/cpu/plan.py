@@ -1,19 +1,36 @@
-"""The fission plan of a kernel with barriers: which code runs once per cube, which per unit.
+"""The fission plan of a kernel with split points: which code runs once per cube, which per unit.
 
-``split`` walks the lowered kernel body and cuts it at every barrier into *regions* -- maximal
-barrier-free runs of statements that the generated code executes as ``for unit in cube: <region>``.
-What is left between regions runs once per cube:
+``split`` walks the lowered kernel body and cuts it at every *split point* -- a barrier, a warp
+exchange (``warps.py``) or a grid sync -- into *regions*: maximal split-free runs of statements that
+the generated code executes as ``for unit in cube: <region>``. What is left between regions runs
+once per cube:
 
 - ``Uniform``: an assignment to a cube-uniform name (``s = cuda.blockDim.x // 2``, ``s //= 2``).
   Computing it once per cube is what lets a ``while s > 0`` around a barrier be tested at cube
   level. When nothing earlier in the current region touches the name, the assignment is hoisted
   in front of the region instead of cutting it in two (each cut costs a unit loop and may force
   values to be saved per unit).
-- ``Ctrl``: an ``if``/``while``/``for`` that contains a barrier (deep fission: its body is split
-  recursively), or an ``if`` whose ``break``/``continue`` leaves a cube-level loop. Its test or
-  iterable must be uniform, otherwise the kernel is refused: a barrier that only some units of a
-  cube reach cannot be expressed as loops over all units.
+- ``Ctrl``: an ``if``/``while``/``for`` that contains a split point (deep fission: its body is split
+  recursively), or an ``if`` whose ``break``/``continue`` leaves a cube-level loop, when its test
+  or iterable is provably uniform.
+- ``MaskedIf`` / ``MaskedWhile``: the same for an ``if``/``while`` whose test the static rule cannot
+  prove uniform (it reads memory, or depends on the unit: ``if tid < 32:`` around shuffles).
+  The test is evaluated per unit into a run-time mask ``__m<k>`` (1: take the body, 2: the
+  ``else``, 0: not here), and the regions inside skip the units the mask leaves out. Whether the
+  units that must agree did agree is then checked at run time (``Check``, ``Exchange``): all
+  live units of the cube for a barrier, of the grid for a grid sync, the lanes named in the mask
+  for a warp intrinsic (``warps_runtime``). A ``for t in range(...)`` over a range that is not
+  provably uniform becomes such a ``while`` where that is the same program (``warps_loops``);
+  other such ``for`` loops stay refused, and so does a ``break``/``continue`` under a run-time
+  mask that would leave a loop containing a split point.
+- ``Exchange``: a warp intrinsic, between the region that stores its operands and the one that
+  reads its result.
+- ``Check``: a barrier or grid sync under a run-time mask.
 - ``Flow``: a ``break``/``continue`` of a cube-level loop.
+
+Uniformity with masks is a fixpoint (``analysis.uniform_with_masks``): names assigned inside a
+masked body are not uniform (only the units of the mask assign them), which can make more tests
+non-uniform.
 
 ``PlanLiveness`` then computes, for each region, the per-unit names live on entry and on exit;
 ``fission.py`` turns those into loads and stores of ``[units]`` arrays.
@@ -25,17 +42,25 @@ import ast
 from dataclasses import dataclass, field
 
 from numba_cube.backends.cpu.analysis import (Liveness, Purity, assignment_sources,
-                                              crossing_flow, loads, stores)
+                                              is_cube_control, loads, stores,
+                                              uniform_with_masks)
 from numba_cube.backends.cpu.frontend import SourceFunction
-from numba_cube.backends.cpu.hidden import ACC_PREFIX, contains_barrier, is_barrier
+from numba_cube.backends.cpu.hidden import (ACC_PREFIX, SLOT, contains_barrier, exchange_of,
+                                           is_barrier, is_grid_sync)
+from numba_cube.backends.cpu.warps import WARP_OPS, temp
+from numba_cube.backends.cpu.warps_loops import RangeLoops
+
+#: the run-time mask a region or exchange runs under: ``(mask array name, selector)``, or None
+Ctx = "tuple[str, int] | None"
 
 
 @dataclass
 class Region:
-    """Barrier-free per-unit code; executed for every unit of the cube in turn."""
+    """Split-free per-unit code; executed for every unit of the cube in turn."""
 
     code: list[ast.stmt]
     index: int
+    ctx: tuple[str, int] | None = None
     live_in: set[str] = field(default_factory=set)
     live_out: set[str] = field(default_factory=set)
 
@@ -53,35 +78,66 @@ class Ctrl:
 
 
 @dataclass
+class MaskedIf:
+    """An ``if`` with a run-time mask: the body runs for units with ``mask == 1``, the ``else``
+    for those with ``mask == 2``."""
+
+    mask: str
+    node: ast.If
+    body: list
+    orelse: list
+
+
+@dataclass
+class MaskedWhile:
+    """A ``while`` with a run-time mask: runs while some live unit has ``mask == 1``; the last
+    region of the body re-evaluates the test into the mask."""
+
+    mask: str
+    node: ast.While
+    body: list
+
+
+@dataclass
+class Exchange:
+    """A warp intrinsic ``op`` (``warps.WARP_OPS``): reads ``inputs``, writes ``outputs``."""
+
+    op: str
+    k: int
+    ctx: tuple[str, int] | None
+    node: ast.stmt
+    inputs: list[str]
+    outputs: list[str]
+
+
+@dataclass
+class Check:
+    """A barrier (``kind == "barrier"``) or grid sync (``"grid"``) under a run-time mask."""
+
+    kind: str
+    ctx: tuple[str, int]
+    node: ast.stmt
+
+
+@dataclass
 class Flow:
     stmt: ast.Break | ast.Continue
 
 
-def is_cube_control(stmt: ast.stmt) -> bool:
-    """Must this compound statement run at cube level (barrier inside, or a break/continue that
-    leaves it)?"""
-    if isinstance(stmt, (ast.If, ast.While, ast.For)):
-        return contains_barrier(stmt) or (isinstance(stmt, ast.If) and crossing_flow(stmt))
-    return False
-
-
-def cube_level_lists(body: list[ast.stmt]) -> list[list[ast.stmt]]:
-    """The statement lists that execute at cube level (see ``uniform_names``)."""
-    out = [body]
-    for s in body:
-        if is_cube_control(s):
-            out += cube_level_lists(s.body) + cube_level_lists(s.orelse)
-    return out
-
-
 class Splitter:
-    """Builds the plan; raises CompileError for barriers under unit-dependent control flow."""
+    """Builds the plan; raises CompileError for what cannot run as loops over units."""
 
-    def __init__(self, fn: SourceFunction, uniform: set[str], purity: Purity):
+    def __init__(self, fn: SourceFunction, uniform: set[str], purity: Purity,
+                 masked: frozenset = frozenset()):
         self.fn = fn
         self.uniform = uniform
         self.purity = purity
+        self.masked = masked
         self.regions: list[Region] = []
+        self.masks: list[str] = []
+        self.exchanges: list[Exchange] = []
+        self.checks: list[Check] = []
+        self._loop_ctx: list = []          # the mask each enclosing cube-level loop runs under
 
     def _uniform_stmt(self, s) -> bool:
         src = assignment_sources(s)
@@ -100,21 +156,25 @@ class Splitter:
         barrier = next((n for n in ast.walk(stmt) if isinstance(n, ast.stmt) and is_barrier(n)),
                        None)
         cond_line = self.fn.user_line(stmt)
-        if barrier is not None:
+        if barrier is not None or contains_barrier(stmt):
             raise self.fn.error(
-                f"cuda.syncthreads() under a unit-dependent condition: the {what} on line "
+                f"cuda.syncthreads() under a unit-dependent {what}: the {what} on line "
                 f"{cond_line} is not cube-uniform (it must be built from constants, scalar "
                 "arguments, blockIdx/blockDim/gridDim, array shapes and other uniform names, "
-                "without memory reads)", "cuda.syncthreads() under a unit-dependent condition",
-                barrier)
-        flow = next(n for n in ast.walk(stmt) if isinstance(n, (ast.Break, ast.Continue)))
+                "without memory reads); only if/while conditions are checked at run time",
+                "cuda.syncthreads() under a unit-dependent condition",
+                barrier if barrier is not None else stmt)
+        self._refuse_flow(next(n for n in ast.walk(stmt) if isinstance(n, (ast.Break,
+                                                                        ast.Continue))))
+
+    def _refuse_flow(self, flow):
         kw = type(flow).__name__.lower()
         raise self.fn.error(
             f"'{kw}' under a unit-dependent condition would leave a loop that contains a barrier "
-            f"(the {what} on line {cond_line} is not cube-uniform)",
+            "or warp intrinsic (its condition is not cube-uniform)",
             f"'{kw}' crossing a barrier region", flow)
 
-    def split(self, stmts: list[ast.stmt]) -> list:
+    def split(self, stmts: list[ast.stmt], ctx=None) -> list:
         out: list = []
         cur: list[ast.stmt] = []
         hoisted: list[ast.stmt] = []
@@ -123,20 +183,38 @@ class Splitter:
             out.extend(Uniform(h) for h in hoisted)
             hoisted.clear()
             if cur:
-                region = Region(list(cur), len(self.regions))
+                region = Region(list(cur), len(self.regions), ctx)
                 self.regions.append(region)
                 out.append(region)
                 cur.clear()
 
         for s in stmts:
-            if is_barrier(s):
+            exchange = exchange_of(s)
+            if is_barrier(s) or is_grid_sync(s):
                 flush()
+                if ctx is not None:
+                    check = Check("barrier" if is_barrier(s) else "grid", ctx, s)
+                    self.checks.append(check)
+                    out.append(check)
+            elif exchange is not None:
+                flush()
+                out.append(self._exchange(*exchange, ctx, s))
             elif isinstance(s, (ast.Break, ast.Continue)):
+                if not self._loop_ctx or self._loop_ctx[-1] != ctx:
+                    self._refuse_flow(s)
                 flush()
                 out.append(Flow(s))
+            elif is_cube_control(s) and id(s) in self.masked:
+                mask = f"__m{len(self.masks) + 1}"
+                self.masks.append(mask)
+                other = 2 if isinstance(s, ast.If) else 0
+                hoisted.append(_stmt(f"{mask}[:] = 0"))
+                cur.append(_mask_eval(mask, s.test, other, s))
+                flush()
+                out.append(self._masked(mask, s))
             elif is_cube_control(s):
                 flush()
-                out.append(self._control(s))
+                out.append(self._control(s, ctx))
             elif self._uniform_stmt(s):
                 touched = set().union(*(loads(c) | stores(c) for c in cur)) if cur else set()
                 if not cur:
@@ -151,10 +229,32 @@ class Splitter:
         flush()
         return out
 
-    def _control(self, s):
+    def _exchange(self, op, k, operands, ctx, node) -> Exchange:
+        _, results = WARP_OPS[op]
+        ex = Exchange(op, k, ctx, node, list(operands), [temp(r, k) for r in results])
+        self.exchanges.append(ex)
+        return ex
+
+    def _masked(self, mask, s):
+        if isinstance(s, ast.If):
+            return MaskedIf(mask, s, self.split(s.body, (mask, 1)),
+                            self.split(s.orelse, (mask, 2)))
+        if s.orelse:
+            raise self.fn.error("a 'while' loop with an 'else' clause around a barrier or warp "
+                                "intrinsic needs a cube-uniform condition on the CPU backend",
+                                "while/else under a run-time condition", s)
+        self._loop_ctx.append("masked")     # no break/continue may leave a masked loop
+        try:
+            body = self.split(s.body + [_mask_eval(mask, s.test, 0, s)], (mask, 1))
+        finally:
+            self._loop_ctx.pop()
+        return MaskedWhile(mask, s, body)
+
+    def _control(self, s, ctx):
         if isinstance(s, ast.If):
             self._check_uniform(s, s.test, "condition")
-        elif isinstance(s, ast.While):
+            return Ctrl(s, self.split(s.body, ctx), self.split(s.orelse, ctx))
+        if isinstance(s, ast.While):
             self._check_uniform(s, s.test, "loop condition")
         else:
             self._check_uniform(s, s.iter, "loop range")
@@ -162,7 +262,23 @@ class Splitter:
                 raise self.fn.error("the target of a loop that contains a barrier must be a "
                                     "plain name that is not assigned elsewhere in the kernel",
                                     "loop variable of a cube-level loop", s)
-        return Ctrl(s, self.split(s.body), self.split(s.orelse))
+        self._loop_ctx.append(ctx)
+        try:
+            return Ctrl(s, self.split(s.body, ctx), self.split(s.orelse, ctx))
+        finally:
+            self._loop_ctx.pop()
+
+
+def _stmt(src: str) -> ast.stmt:
+    return ast.parse(src).body[0]
+
+
+def _mask_eval(mask: str, test: ast.expr, other: int, node) -> ast.stmt:
+    """``mask[slot] = 1 if test else other``, placed at ``node``'s line."""
+    stmt = ast.Assign([ast.Subscript(ast.Name(mask, ast.Load()), ast.Name(SLOT, ast.Load()),
+                                     ast.Store())],
+                      ast.IfExp(test, ast.Constant(1), ast.Constant(other)))
+    return ast.fix_missing_locations(ast.copy_location(stmt, node))
 
 
 class PlanLiveness(Liveness):
@@ -173,10 +289,16 @@ class PlanLiveness(Liveness):
             s.live_out = set(out)
             s.live_in = self.stmts(s.code, out)
             return s.live_in
-        if isinstance(s, Uniform):
+        if isinstance(s, (Uniform, Flow)):
             return super().item(s.stmt, out, brk, cont)
-        if isinstance(s, Flow):
-            return super().item(s.stmt, out, brk, cont)
+        if isinstance(s, Exchange):
+            return (set(out) - set(s.outputs)) | set(s.inputs)
+        if isinstance(s, Check):
+            return set(out)
+        if isinstance(s, MaskedIf):
+            return self.stmts(s.body, out, brk, cont) | self.stmts(s.orelse, out, brk, cont)
+        if isinstance(s, MaskedWhile):
+            return self.loop(lambda head: set(out) | self.stmts(s.body, head | set(out)))
         if isinstance(s, Ctrl):
             node = s.node
             if isinstance(node, ast.If):
@@ -192,9 +314,37 @@ class PlanLiveness(Liveness):
         return super().item(s, out, brk, cont)
 
 
-def build_plan(fn: SourceFunction, body, uniform, purity) -> tuple[list, list[Region]]:
+@dataclass
+class CubePlan:
+    """Everything ``fission.CubeKernel`` needs besides the lowered kernel."""
+
+    items: list
+    regions: list[Region]
+    uniform: set[str]
+    masks: list[str]
+    exchanges: list[Exchange]
+    checks: list[Check]
+    grid: bool                  # the kernel syncs the grid: fission's grid mode
+
+
+def build_plan(fn: SourceFunction, body, uniform, purity, masked=frozenset()):
     """Split ``body`` into a plan and annotate each region with its live sets."""
-    splitter = Splitter(fn, uniform, purity)
+    splitter = Splitter(fn, uniform, purity, masked)
     plan = splitter.split(body)
     PlanLiveness().stmts(plan, set())
-    return plan, splitter.regions
+    return plan, splitter
+
+
+def build_cube_plan(fn: SourceFunction, body, seed: set[str], purity: Purity,
+                    grid: bool) -> CubePlan:
+    """The plan of a kernel with split points; ``seed`` are the names uniform by construction
+    (without block ids in ``grid`` mode, where "uniform" means the same for the whole grid)."""
+    uniform, masked = uniform_with_masks(body, seed, purity)
+    loops = RangeLoops(fn, body, uniform, purity)
+    rewritten = loops.rewrite(body)
+    if loops.count:          # (the rewrite copies compound statements: masks are by identity)
+        body = rewritten
+        uniform, masked = uniform_with_masks(body, seed, purity)
+    items, splitter = build_plan(fn, body, uniform, purity, masked)
+    return CubePlan(items, splitter.regions, uniform, splitter.masks, splitter.exchanges,
+                    splitter.checks, grid)

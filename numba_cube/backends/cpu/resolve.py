@@ -31,6 +31,8 @@ import types as pytypes
 import numpy as np
 from numba.core import types as nbtypes
 
+from numba_cube.backends.cpu import mathcalls, records
+
 #: packages whose pure-Python functions may be imported by generated code (Numba implements
 #: them, e.g. np.linspace); any other plain function is refused
 LIBRARY_PACKAGES = frozenset({"numpy", "numba", "math", "cmath"})
@@ -122,6 +124,8 @@ class ModuleEnv:
         self.header: list[str] = []                # import lines (user-visible names)
         self.constants: list[str] = []             # module-level constant definitions
         self.helpers: dict[str, str] = {}          # hidden alias -> import line
+        #: exceptions name the raising unit (debug=True kernels; raises.py)
+        self.unit_positions_in_exceptions = False
 
     @property
     def objects(self) -> dict[str, object]:
@@ -166,6 +170,14 @@ class ModuleEnv:
         if arr.size > MAX_FROZEN_ARRAY:
             raise Unsupported(f"global array of {arr.size} elements (more than "
                               f"{MAX_FROZEN_ARRAY}); pass it as a kernel argument")
+        if arr.dtype.fields is not None:               # records: frozen as bytes (records.py)
+            reason = records.unsupported_reason(arr.dtype)
+            if reason is not None:
+                raise Unsupported(f"global record array: {reason}")
+            name, new = self._claim(preferred + "__const", arr, avoid)
+            if new:
+                self.constants.append(records.constant_line(name, arr))
+            return name
         dtname = numpy_scalar_name(arr.dtype)
         if dtname is None:
             raise Unsupported(f"global array of dtype {arr.dtype}")
@@ -196,6 +208,8 @@ def freeze(env: ModuleEnv, name: str, obj, avoid: set[str]) -> ast.expr:
     if isinstance(builtin_name, str) and getattr(builtins, builtin_name, None) is obj:
         return ast.Name(builtin_name, ast.Load())      # e.g. ``imin = min`` at module level
     scalar = numpy_scalar_name(obj)
+    if scalar == "float16":               # the CPU backend's half type, not Numba's (fp16.py)
+        return ast.Name(env.helper("numba_cube.backends.cpu.fp16", "HALF", "__half"), ast.Load())
     if scalar is not None:
         return dtype_expr(scalar)
     if isinstance(obj, pytypes.ModuleType):
@@ -206,7 +220,25 @@ def freeze(env: ModuleEnv, name: str, obj, avoid: set[str]) -> ast.expr:
         # would hide edits to it from the module hash
         raise Unsupported("a plain Python function; only cuda.jit(device=True) and numba.njit "
                           "functions can be called from a kernel")
+    # math.fmod, remainder, nextafter, modf: Numba's CPU target lacks them (mathcalls.py)
+    obj = mathcalls.substitute(obj) or obj
     where = importable(obj)
     if where is not None:
         return ast.Name(env.bind_import(name, obj, where, avoid), ast.Load())
     raise Unsupported(f"object of type {type(obj).__name__}")
+
+
+def device_kind(obj) -> str | None:
+    """"device" (cuda.jit device=True), "kernel" (cuda.jit kernel), "njit", or None."""
+    if not hasattr(obj, "py_func"):
+        return None
+    options = getattr(obj, "targetoptions", None)
+    if isinstance(options, dict) and "device" in options and "nopython" not in options:
+        return "device" if options.get("device") else "kernel"
+    if hasattr(obj, "_device"):                     # numba.cuda simulator's FakeCUDAKernel
+        return "device" if obj._device else "kernel"
+    try:
+        from numba.core.registry import CPUDispatcher
+    except ImportError:                             # pragma: no cover
+        return None
+    return "njit" if isinstance(obj, CPUDispatcher) else None

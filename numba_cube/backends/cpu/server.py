@@ -4,7 +4,9 @@ Compiling has two levels. ``build_program`` translates a kernel once per (kernel
 flags) into a generated module holding a ``parallel`` (prange over cubes) and a ``serial`` twin;
 then each argument signature is compiled explicitly with ``dispatcher.compile(sig)``, which is
 what a dry run needs (compile without running) and gives the entry point for that signature
-directly, so a launch skips Numba's type dispatch.
+directly, so a launch skips Numba's type dispatch. An array argument is the binding's NumPy view
+with its strides (``HostBackend.strided_array`` for F-ordered, strided and broadcast bindings),
+typed with the layout ``numba.typeof`` would give it (``arg_type``): C, F and A compile apart.
 
 Which twin a launch uses is decided from the static count (``cache_extras``): small grids run the
 serial twin, because a parallel region's fork/join has a floor of its own (8 ms per call with
@@ -37,8 +39,10 @@ from ... import config
 from ...errors import CompileError
 from ...kernel.options import resolve
 from ...runtime.channel import ThreadChannel
+from ...runtime.geometry import MAX_DYNAMIC_SHARED_BYTES
 from ...runtime.server import HostServer
 from ..base import HostBackend
+from . import fp16
 
 __all__ = ["CpuBackend", "make_cpu_server", "select_threading_layer", "cpu_flags"]
 
@@ -79,12 +83,20 @@ def select_threading_layer() -> str:
 _ARRAY_TYPES: dict = {}
 
 
-def _array_type(dtype: np.dtype, ndim: int):
-    key = (dtype, ndim)
+def _array_type(dtype: np.dtype, ndim: int, layout: str = "C"):
+    key = (dtype, ndim, layout)
     t = _ARRAY_TYPES.get(key)
     if t is None:
-        t = _ARRAY_TYPES[key] = types.Array(numba.from_dtype(dtype), ndim, "C")
+        t = _ARRAY_TYPES[key] = types.Array(fp16.scalar_type(dtype), ndim, layout)
     return t
+
+
+def _layout_of(view: np.ndarray) -> str:
+    """The layout ``numba.typeof`` gives ``view`` (``numpy_support.map_layout``): a binding's view
+    has its strides (F-ordered, transposed, strided, broadcast), and the kernel is compiled for
+    that layout as numba-cuda compiles it, never for C over bytes that are not C-ordered."""
+    flags = view.flags
+    return "C" if flags.c_contiguous else "F" if flags.f_contiguous else "A"
 
 
 def cpu_flags(kernel, client_options) -> tuple[bool, bool | tuple[str, ...], str]:
@@ -131,6 +143,9 @@ class CpuBackend(HostBackend):
 
     #: client options ``compile`` understands (``cube.client("cpu", boundscheck=True)``)
     compile_options = frozenset({"boundscheck", "fastmath"})
+    #: dynamic shared memory is a run-time buffer here (dynshared.py); the portable limit keeps
+    #: a launch to what some GPU can run
+    max_dynamic_shared_bytes = MAX_DYNAMIC_SHARED_BYTES
 
     def __init__(self):
         self._programs: dict = {}
@@ -141,7 +156,9 @@ class CpuBackend(HostBackend):
 
     def arg_type(self, value):
         if isinstance(value, np.ndarray):
-            return _array_type(value.dtype, value.ndim)
+            return _array_type(value.dtype, value.ndim, _layout_of(value))
+        if isinstance(value, np.float16):
+            return fp16.HALF                 # Numba's own float16 does not compile on the CPU
         return numba.typeof(value)
 
     def cache_extras(self, count, dim) -> tuple:
@@ -166,20 +183,27 @@ class CpuBackend(HostBackend):
         kernel.check_frozen()
         prog = self._program(kernel, cpu_flags(kernel, options))
         dispatcher = prog.serial if extras[0] == "serial" else prog.parallel
-        sig = (types.int64,) * 6 + tuple(arg_types)
+        # A kernel with dynamic shared memory takes its size after the geometry (dynshared.py)
+        sig = (types.int64,) * (7 if prog.dynamic_shared else 6) + tuple(arg_types)
         try:
             entry = dispatcher.compile(sig)
         except CompileError:
             raise
         except Exception as exc:
-            err = CompileError(f"kernel {kernel.name} does not compile for arguments "
-                               f"({', '.join(map(str, arg_types))}): {type(exc).__name__}: {exc}")
-            raise err from exc
+            raise CompileError.wrapping(
+                f"kernel {kernel.name} does not compile for arguments "
+                f"({', '.join(map(str, arg_types))}): {type(exc).__name__}: {exc}", exc) from exc
         if not callable(entry):
             entry = dispatcher
 
-        def run(count, dim, args):
-            entry(count[0], count[1], count[2], dim[0], dim[1], dim[2], *args)
+        if prog.dynamic_shared:
+            def run(count, dim, args, shared_bytes=0):
+                entry(count[0], count[1], count[2], dim[0], dim[1], dim[2], shared_bytes, *args)
+        else:
+            def run(count, dim, args, shared_bytes=0):
+                # numba-cuda gives a kernel that declares no dynamic shared memory the bytes it
+                # was launched with all the same; nothing can see them, so nothing is allocated.
+                entry(count[0], count[1], count[2], dim[0], dim[1], dim[2], *args)
 
         run.program = prog
         return run

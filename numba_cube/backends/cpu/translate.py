@@ -7,6 +7,7 @@
     prog.parallel    # njit(parallel=True, nogil=True, cache=True) dispatcher
     prog.serial      # the same kernel with parallel=False, for small grids
     # both: f(grid_x, grid_y, grid_z, block_x, block_y, block_z, *kernel_args)
+    # (with prog.dynamic_shared: f(<geometry>, shared_bytes, *kernel_args))
 
 The geometry comes first, as six int64 values; then the kernel's own arguments in their order
 (C-contiguous NumPy arrays of any dtype/ndim, and scalars). To compile without running (dry runs)
@@ -52,26 +53,47 @@ __all__ = ["build_program", "translate_source", "CpuProgram", "TRANSLATOR_VERSIO
 
 SUPPORTED = """\
 Supported: cuda.threadIdx/blockIdx/blockDim/gridDim .x/.y/.z; cuda.grid(n) and cuda.gridsize(n)
-for n = 1, 2, 3 (tuples for 2 and 3); cuda.warpsize (32), cuda.laneid; cuda.syncthreads() and
-cuda.syncwarp() at kernel level or inside if/while/for with cube-uniform conditions (deep
-fission); 'x = cuda.syncthreads_count/and/or(p)' statements (x is then cube-uniform);
+for n = 1, 2, 3 (tuples for 2 and 3); cuda.warpsize (32), cuda.laneid; cuda.syncthreads() at
+kernel level or inside if/while/for (deep fission), under if/while conditions the translator
+cannot prove cube-uniform too, checked at run time (units that disagree fail the launch with
+DivergenceError naming the line); cuda.syncthreads_count/and/or, also inside expressions;
+warps of 32 lanes by linear thread id: cuda.shfl_sync/shfl_up_sync/shfl_down_sync/shfl_xor_sync,
+all_sync/any_sync/eq_sync/ballot_sync, match_any_sync/match_all_sync, syncwarp(mask),
+activemask(), lanemask_lt(), with CUDA's mask rules checked at run time (warps.py,
+warps_runtime.py); cuda.cg.this_grid().sync() (grid mode: every cube's state is kept across the
+split);
 cuda.shared.array (per cube) and cuda.local.array (per unit) with constant shapes and NumPy/Numba
-scalar dtypes; cuda.const.array_like; cuda.atomic.add/sub/max/min/nanmax/nanmin/exch/cas/
+scalar dtypes, and cuda.shared.array(0, dtype) (dynamic shared memory, sized by the
+launch); cuda.const.array_like; cuda.atomic.add/sub/max/min/nanmax/nanmin/exch/cas/
 compare_and_swap/and_/or_/xor/inc/dec (real CPU atomics on global arrays, plain read-modify-write
 on shared/local arrays); cuda.threadfence*() and cuda.nanosleep() (no-ops); cuda.selp, cuda.fma,
-cuda.cbrt; early return (with barriers: later regions skip exited units); per-unit values of any
+cuda.cbrt; cuda.popc/clz/ffs/brev and x.bit_count() (bitops.py); float16 arrays, scalars and
+shared/local arrays with numba-cuda's per-operation rounding, and cuda.fp16.* (half.py, fp16.py,
+fp16_functions.py); math.fmod/remainder/nextafter/modf (mathcalls.py); vector types such as
+cuda.float32x4 (vectors.py); record dtypes in global constant arrays and shared/local arrays
+(records.py, dtypes.py); debug=True exceptions that name the raising unit (raises.py); early return (with barriers: later regions skip exited units); per-unit values of any
 type (numbers, array views, tuples) live across barriers; device functions (cuda.jit(device=True),
-with or without signature, and numba njit functions), recursively, translated into the same
-module; math.*, NumPy functions and scalar types; global scalar/tuple constants and small global
+with or without signature, cuda.jit kernels called from a kernel, and numba njit functions),
+recursively, translated into the same module, and inlined where they declare shared memory,
+call barriers or take compile-time arguments (cuda.atomic.add, device functions, dtypes,
+shapes; *args); nested functions (closures); array shapes from literals, module or closure
+constants and local names assigned once; math.*, NumPy functions and scalar types; global scalar/tuple constants and small global
 arrays frozen into the generated text; the numba.cuda simulator's module.
 
-Refused with CompileError (construct + line): a barrier under unit-dependent control flow;
-break/continue that would leave a loop containing a barrier under a unit-dependent condition;
-barriers or cuda.shared.array inside device functions; warp shuffles/votes/ballots/match,
-cooperative groups and grid sync, syncthreads_count/and/or inside expressions, dynamic shared
-memory, other CUDA builtins (popc, brev, fp16, ...); with/try/lambda/nested def/global/nonlocal/
-yield/:=/del; kernels returning a value; plain Python (non-jitted) function calls; missing
-source; identifiers containing '__' (reserved for generated names).
+Refused with CompileError (construct + line): a barrier or warp intrinsic in a 'for' loop over
+a range that is not provably cube-uniform; break/continue that would leave a loop containing a
+barrier under a unit-dependent condition; recursion, 'return' inside a loop, or a lazily
+evaluated call (and/or, while condition) of an inlined device function; warp intrinsics and
+barrier reductions in conditionally evaluated expressions (right of and/or, x if c else y);
+a width argument to the shuffles (numba-cuda has none); cooperative groups other than
+this_grid().sync(); syncthreads_count/and/or or dynamic shared memory in a kernel that syncs the
+grid; dynamic shared memory in device functions, other CUDA builtins (cuda.fp16.htanh_approx, ...); with/try/lambda/global/nonlocal/
+yield/:=/del; kernels returning a value; plain Python (non-jitted) function calls; identifiers
+containing '__' (reserved for generated names).
+
+Kernels and device functions without source (made by exec, typed into a REPL) are rebuilt from
+their bytecode (``sourceless``) and then translated like any other, with the same support and
+refusals; source is read only where it compiles to the function's own bytecode.
 """
 
 
@@ -86,6 +108,8 @@ class CpuProgram:
     module_name: str
     path: str                 # the generated module's file in the cache directory
     shape: str                # "flat" (barrier-free) or "cube" (fission)
+    #: takes the dynamic shared memory size (int64 bytes) after the geometry (dynshared.py)
+    dynamic_shared: bool = False
 
 
 def translate_source(py_func, boundscheck: bool = False, fastmath: bool | tuple = False,
@@ -120,4 +144,5 @@ def build_program(py_func, boundscheck: bool = False, fastmath: bool | tuple = F
         module_name=module.__name__,
         path=module.__file__,
         shape=unit.shape,
+        dynamic_shared=unit.dynamic_shared,
     )

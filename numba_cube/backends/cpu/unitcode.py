@@ -102,17 +102,19 @@ def lower_returns(code: list[ast.stmt], on_exit: list[ast.stmt]) -> tuple[list[a
 class LocalArrays(ast.NodeTransformer):
     """Replace ``x = __local__('x')`` markers by the storage chosen for each local array."""
 
-    def __init__(self, replicated: set[str]):
+    def __init__(self, replicated: set[str], slot: str = "__tid"):
         self.replicated = replicated
+        self.slot = slot                  # the unit's index in per-unit arrays
 
     def visit_Call(self, node):
         if isinstance(node.func, ast.Name) and node.func.id == LOCAL_MARKER:
             name = node.args[0].value
-            src = f"{name}__r[__tid]" if name in self.replicated else f"{name}__buf"
+            src = f"{name}__r[{self.slot}]" if name in self.replicated else f"{name}__buf"
             return ast.copy_location(ast.parse(src, mode="eval").body, node)
         return self.generic_visit(node)
 
 
-def replace_local_markers(code: list[ast.stmt], replicated: set[str]) -> list[ast.stmt]:
-    tr = LocalArrays(replicated)
+def replace_local_markers(code: list[ast.stmt], replicated: set[str],
+                          slot: str = "__tid") -> list[ast.stmt]:
+    tr = LocalArrays(replicated, slot)
     return [ast.fix_missing_locations(tr.visit(s)) for s in code]

@@ -3,7 +3,8 @@
 ``numba.cuda.jit(py_func)`` makes a dispatcher once per (kernel, compile options); each argument
 signature is compiled explicitly with ``dispatcher.compile(sig)`` (what a dry run needs: compile
 without launching). The signature comes from the bindings, not from values: a buffer of dtype D
-and ``ndim`` N is ``types.Array(D, N, "C")`` (handles are C-contiguous), a scalar is the Numba
+and ``ndim`` N is ``types.Array(D, N, L)``, L the layout of its strides ("C", "F" or "A", as
+``numba.typeof`` gives it: ``kernel/signatures.launch_types``), a scalar is the Numba
 type of its NumPy type. Because numba_cube packs arguments itself (``launch_plan.py``), the
 kernel object is used only for what it loaded: the ``CUkernel`` handle of its code library, turned
 into this context's ``CUfunction``, plus the attributes a refused launch is explained with.
@@ -20,9 +21,9 @@ fastmath=True)``: ``fastmath``, ``lineinfo``, ``debug``, ``opt``, ``max_register
 them. ``boundscheck`` is numba-cuda's answer: its CUDA target never checks bounds, and
 ``cuda.jit(boundscheck=True)`` is refused, so a kernel asking for it is refused here too
 (``CompileError``); a client's ``boundscheck`` is the CPU backend's and is ignored here.
-``debug=True`` is refused (``CompileError``): numba-cuda's point in it is to report the kernel's
-exceptions, which it reads back after *its* launch; numba_cube's launch path does not, so they
-would be silently lost.
+``debug=True`` (or ``NUMBA_CUDA_DEBUGINFO=1``) compiles as numba-cuda does, and the kernel's
+exceptions are reported as numba-cuda reports them, through its error flag
+(``kernel_exceptions.py``): such launches are blocking.
 """
 
 from __future__ import annotations
@@ -36,7 +37,9 @@ import numpy as np
 from ...errors import CompileError
 from ...kernel.options import resolve
 from ...kernel.signatures import launch_types
-from .launch_plan import ArgLayout, CompiledKernel
+from ...runtime.composite import RecordRef
+from .kernel_exceptions import for_kernel
+from .launch_plan import ArgLayout, CompiledKernel, flat_leaves
 
 __all__ = ["NumbaCudaCompiler", "numba_types", "arg_kinds", "JIT_OPTIONS", "jit_options"]
 
@@ -59,22 +62,20 @@ def jit_options(kernel, client_options: Mapping) -> dict:
         value = resolve(name, options, client_options)
         if value is not None:
             options[name] = value
-    if options.get("debug", _debug_default()):
-        raise CompileError(
-            f"kernel {kernel.name} is compiled with debug=True: numba-cuda reports such a kernel's "
-            "exceptions by reading an error flag after its own launch, and numba_cube launches "
-            "kernels itself, so they would be lost; drop debug=True (and NUMBA_CUDA_DEBUGINFO), or "
-            "run the kernel on a CPU client, which always reports them", construct="debug=True on CUDA")
     if isinstance(options.get("fastmath"), frozenset):
         options["fastmath"] = set(options["fastmath"])     # numba's flag sets are sets
     return options
 
 
 def arg_kinds(args: tuple) -> tuple:
-    """Per argument: ``("array", ndim, itemsize)`` for a binding, ``("scalar", dtype)`` else."""
+    """Per flattened parameter (``launch_plan.flat_leaves``: a tuple's items one after the other):
+    ``("array", ndim, itemsize)`` for a binding, ``("record",)`` for a record passed by reference
+    (a device pointer), ``("scalar", dtype)`` else."""
     kinds = []
-    for a in args:
-        if hasattr(a, "memory_id"):
+    for a in flat_leaves(args):
+        if type(a) is RecordRef:
+            kinds.append(("record",))
+        elif hasattr(a, "memory_id"):
             kinds.append(("array", len(a.shape), a.dtype.itemsize))
         else:
             kinds.append(("scalar", np.dtype(type(a)) if isinstance(a, np.generic) else np.asarray(a).dtype))
@@ -84,13 +85,6 @@ def arg_kinds(args: tuple) -> tuple:
 def numba_types(args: tuple) -> tuple:
     """The Numba signature of a launch's arguments (bindings and scalars)."""
     return launch_types(args)
-
-
-def _debug_default() -> bool:
-    """``cuda.jit``'s default ``debug`` (``NUMBA_CUDA_DEBUGINFO``)."""
-    from numba.cuda.core import config as cuda_config
-
-    return bool(cuda_config.CUDA_DEBUGINFO_DEFAULT)
 
 
 class NumbaCudaCompiler:
@@ -116,24 +110,32 @@ class NumbaCudaCompiler:
                 disp = self._dispatchers[key] = cuda.jit(**options)(py_func)
             return disp
 
-    def compile(self, key, py_func, name: str, args: tuple, options: dict) -> CompiledKernel:
+    def compile(self, key, py_func, name: str, args: tuple, options: dict,
+                user_dispatcher=None) -> CompiledKernel:
         """Compile ``py_func`` for the types of ``args`` and load it; ``options`` are ``cuda.jit``'s
         (``jit_options``), ``key`` names the function and options (dispatchers are cached by it).
-        Raises Numba's errors as they are."""
+        ``user_dispatcher``, where given, is the user's own ``cuda.jit`` dispatcher of ``py_func``
+        with these very options: compiling through it leaves the compiled overload where
+        numba-cuda's tools look for it (``inspect_asm()``, ``get_regs_per_thread()``,
+        ``overloads``), as after a launch through numba-cuda. Raises Numba's errors as they are."""
         from numba import cuda
 
-        disp = self._dispatcher(key, py_func, options)
+        disp = user_dispatcher if user_dispatcher is not None else self._dispatcher(
+            key, py_func, options)
         sig = numba_types(args)
         with cuda.gpus[self.index]:
             kernel = disp.compile(sig)
             kernel.bind()
             cufunc = kernel._codelibrary.get_cufunc()
             function = self.driver.kernel_function(cufunc.handle)
+            exceptions = for_kernel(kernel, self.driver)
         attrs = cufunc.attrs
         driver = self.driver
 
         def occupancy(block_threads: int) -> int:
             return driver.occupancy(function, block_threads, 0)
 
-        return CompiledKernel(name, function, ArgLayout(arg_kinds(args)), int(attrs.maxthreads),
-                              int(attrs.shared), occupancy, kernel)
+        compiled = CompiledKernel(name, function, ArgLayout(arg_kinds(args)), int(attrs.maxthreads),
+                                  int(attrs.shared), occupancy, kernel)
+        compiled.exceptions = exceptions
+        return compiled

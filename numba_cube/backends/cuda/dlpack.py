@@ -21,7 +21,8 @@ still returns when the consumer does not ask for ``max_version``):
   memory stays valid because the borrowed entry holds ``obj`` itself until the launches that use
   it are done, which is how the array interface's adoption keeps it alive too.
 
-Only C-contiguous tensors are taken (``strides`` NULL or compact), like the interface path.
+Strided tensors are taken with their strides (DLPack counts them in elements; a binding in
+bytes), like the interface path: adoption checks that they stay inside the allocation.
 """
 
 from __future__ import annotations
@@ -74,11 +75,12 @@ def parse_dlpack(obj, device_index: int):
     """The DLPack view of ``obj`` as an ``interop.ForeignArray``; ``None`` if it speaks no DLPack.
 
     Raises ``LaunchArgumentError`` for a DLPack array a kernel argument cannot bind (not on a
-    CUDA device, strided, vector lanes, an unknown dtype) and ``ForeignHandleError`` for one on
+    CUDA device, vector lanes, an unknown dtype) and ``ForeignHandleError`` for one on
     another GPU than ``device_index`` (said by ``__dlpack_device__``, before the producer is asked
     for a capsule: some refuse to export from a device that is not current). Adoption checks the
     memory itself again, as for any foreign array."""
-    from .interop import ForeignArray, _c_contiguous
+    from ...runtime.layout import layout_strides
+    from .interop import ForeignArray
 
     dlpack, device_of = getattr(obj, "__dlpack__", None), getattr(obj, "__dlpack_device__", None)
     if dlpack is None or device_of is None:
@@ -109,14 +111,12 @@ def parse_dlpack(obj, device_index: int):
                                   f"{lanes} lanes), which no kernel argument type matches")
     kind = _DTYPE_KINDS[code]
     dtype = np.dtype(np.bool_) if kind == "b" else np.dtype(f"{kind}{bits // 8}")
+    strides = None
     if tensor.strides:
-        strides = tuple(tensor.strides[i] * dtype.itemsize for i in range(ndim))  # elements -> bytes
-        if not _c_contiguous(shape, strides, dtype.itemsize):
-            raise LaunchArgumentError(
-                f"{name} argument is not C-contiguous (DLPack strides {strides} bytes); numba_cube "
-                f"binds contiguous buffers only: pass a contiguous copy")
+        strides = layout_strides(shape, tuple(tensor.strides[i] * dtype.itemsize   # elements -> bytes
+                                              for i in range(ndim)), dtype.itemsize)
     ptr = (tensor.data or 0) + tensor.byte_offset
     # The capsule dies here, unconsumed: its destructor calls the producer's deleter. ``obj``
     # (held by the adoption) keeps the memory alive.
     del capsule
-    return ForeignArray(ptr, shape, dtype, LEGACY_STREAM, obj)
+    return ForeignArray(ptr, shape, dtype, LEGACY_STREAM, obj, strides)

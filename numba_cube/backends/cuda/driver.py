@@ -19,6 +19,7 @@ launch). Everything else is checked here.
 
 from __future__ import annotations
 
+import sys
 import threading
 
 __all__ = ["CudaError", "Driver", "load_api", "STICKY_ERRORS"]
@@ -42,12 +43,17 @@ class CudaError(RuntimeError):
         self.call = call
         self.code = code
         self.name = name
+        self._parts = (description, detail)
         msg = f"{call} failed: {name}"
         if description:
             msg += f" ({description})"
         if detail:
             msg += f": {detail}"
         super().__init__(msg)
+
+    def __reduce__(self):
+        # The class may be the combined one made at run time (``_error_class``): rebuild through it.
+        return (_restore_error, (self.call, self.code, self.name, *self._parts))
 
     @property
     def sticky(self) -> bool:
@@ -57,6 +63,33 @@ class CudaError(RuntimeError):
     @property
     def out_of_memory(self) -> bool:
         return self.name == "CUDA_ERROR_OUT_OF_MEMORY"
+
+
+_CUDA_CORE_ERRORS = "cuda.core._utils.cuda_utils"
+_combined_error: list = []
+
+
+def _error_class() -> type:
+    """``CudaError``, or, once numba-cuda's driver layer (cuda.core) is loaded in this process,
+    ``CudaError`` combined with cuda.core's ``CUDAError``: what numba-cuda raises for a failed
+    driver call, so code written for numba.cuda that catches ``CUDAError`` around a launch
+    (a launch over a kernel's ``launch_bounds``, say) catches numba_cube's too. Looked up, not
+    imported: importing cuda.core costs a third of a second, and without it loaded no caller can
+    be catching its class."""
+    if _combined_error:
+        return _combined_error[0]
+    module = sys.modules.get(_CUDA_CORE_ERRORS)
+    foreign = getattr(module, "CUDAError", None) if module is not None else None
+    if not (isinstance(foreign, type) and issubclass(foreign, Exception)):
+        return CudaError
+    combined = type("CudaError", (CudaError, foreign), {"__module__": __name__,
+                                                        "__doc__": CudaError.__doc__})
+    _combined_error.append(combined)
+    return combined
+
+
+def _restore_error(call, code, name, description, detail):
+    return _error_class()(call, code, name, description, detail)
 
 
 def load_api():
@@ -88,7 +121,7 @@ class Driver:
     def error(self, call: str, code, detail: str = "") -> CudaError:
         """The ``CudaError`` for ``code`` returned by ``call`` (never raises itself)."""
         name, description = self._describe(code)
-        return CudaError(call, code, name, description, detail)
+        return _error_class()(call, code, name, description, detail)
 
     def _describe(self, code) -> tuple[str, str]:
         cached = self._names.get(code)
@@ -272,6 +305,10 @@ class Driver:
     def function_attribute(self, name: str, func) -> int:
         attr = getattr(self.api.CUfunction_attribute, name)
         return int(self.call("cuFuncGetAttribute", attr, func))
+
+    def set_function_attribute(self, name: str, func, value: int) -> None:
+        attr = getattr(self.api.CUfunction_attribute, name)
+        self.call("cuFuncSetAttribute", func, attr, value)
 
     def occupancy(self, func, block_threads: int, shared: int = 0) -> int:
         return int(self.call("cuOccupancyMaxActiveBlocksPerMultiprocessor", func, block_threads, shared))

@@ -10,7 +10,7 @@ stream), which repeats from launch to launch in every real program: a loop, a pi
 So after a general launch the server *arms* a ``HotLaunch``: its plan, its CUDA stream, the
 hazard states of its buffers and its ledger regions, all resolved (a few per kernel, newest
 first). The next launch of that kernel with the same handles (by identity), scalar types,
-geometry, options and stream *fires* it:
+geometry, dynamic shared memory size, options and stream *fires* it:
 
 1. match (outside the device lock: the entry is immutable once armed);
 2. under the device lock: the state that may have changed since arming is checked, and any
@@ -37,8 +37,10 @@ What the warm path leaves out, and why that is the same contract:
   refused launch records its failure on the write set exactly as the scope's ``fail`` does;
 - *observers, profiles, dry runs, exclusive use*: the client sends a launch down the warm path
   only when none of them is active (``runtime/watchers.py``, ``ExclusiveGate.owner``);
-- *dynamic counts, foreign (borrowed) buffers, compile failures, the baseline dependency rule*:
-  never armed.
+- *dynamic counts, foreign (borrowed) buffers, compile failures, the baseline dependency rule,
+  debug kernels (their exception flag is read back after each launch)*: never armed.
+- *tuples, records, enum members, dates* (``runtime/composite.py``): never armed either (``_arm``
+  arms handles and plain numbers only), so the match stays one type test per argument.
 
 The entry holds the ``Binding`` objects of the handles it matched, never the handles: a binding
 is matched by identity, and only a live handle carries it, so a matched entry's buffers are
@@ -106,10 +108,10 @@ class HotLaunch:
 
     __slots__ = ("count", "dim", "grid", "block", "match", "matcher", "stream", "options", "cs",
                  "source", "plan", "launch_args", "read_states", "write_states", "regions",
-                 "kernel_id")
+                 "kernel_id", "shared_bytes")
 
     def __init__(self, count, dim, grid, block, match, stream, options, cs, plan, read_states,
-                 write_states, kernel_id):
+                 write_states, kernel_id, shared_bytes=0):
         self.count = count              # the caller's count and dim, as passed (int or tuple)
         self.dim = dim
         self.grid = grid                # the same as three ints each, for the driver
@@ -121,8 +123,11 @@ class HotLaunch:
         self.cs = cs                    # the CUDA stream of ``stream`` when armed
         self.source = plan              # the server's plan: read/write sets, memory ids
         self.plan = plan.launch         # the LaunchPlan: packed parameters, loaded function
+        # Dynamic shared memory is part of what is matched: a launch with another size is
+        # another entry (the general path armed this one after opting the function in to it).
+        self.shared_bytes = shared_bytes
         # cuLaunchKernel's arguments, all fixed for the entry (the stream is hot.cs, checked).
-        self.launch_args = (plan.launch.kernel.function, *grid, *block, 0, cs.handle,
+        self.launch_args = (plan.launch.kernel.function, *grid, *block, shared_bytes, cs.handle,
                             plan.launch.block.address, 0)
         self.read_states = read_states  # hazard states of the buffers only read
         self.write_states = write_states
@@ -137,7 +142,8 @@ class FastLaunchMixin:
         self._hot: dict = {}        # kernel object -> its armed launches, newest first
         self._hot_fired = 0         # warm launches not yet folded into stats
 
-    def fast_launch(self, kernel, count, dim, args: tuple, stream, options) -> str | None:
+    def fast_launch(self, kernel, count, dim, args: tuple, stream, options,
+                    shared_bytes=0) -> str | None:
         """Fire the armed launch of ``kernel`` if this launch repeats it; return the kernel id,
         or None when the launch must take the general path (nothing was done then)."""
         entries = self._hot.get(kernel)
@@ -145,7 +151,7 @@ class FastLaunchMixin:
             return None
         for hot in entries:             # newest first; usually the first one matches
             if hot.stream is stream and count == hot.count and dim == hot.dim \
-                    and hot.options == options:
+                    and hot.options == options and hot.shared_bytes == shared_bytes:
                 try:
                     if hot.matcher(args, hot.match):
                         break
@@ -153,6 +159,8 @@ class FastLaunchMixin:
                     pass
         else:
             return None
+        if type(shared_bytes) is not int:
+            return None     # 64.0 == 64 matched: the general path refuses what is not an int
         channel = self.channel
         with channel.lock:
             # InlineChannel.call's bookkeeping, inlined: a handle's finalizer that the garbage
@@ -200,7 +208,7 @@ class FastLaunchMixin:
                     err = plan._launch(*hot.launch_args)[0]
                 if err != plan._success:
                     kid = hot.kernel_id
-                    refused = plan.refused(err, hot.grid, hot.block)
+                    refused = plan.refused(err, hot.grid, hot.block, hot.shared_bytes)
                     ledger.record(hot.source.writes, Failure(refused, kid, (kid,)))
                 # No event here: the task borrows one when somebody has to wait for it (HotTask).
                 self._hot_fired += 1
@@ -218,6 +226,8 @@ class FastLaunchMixin:
             return
         if req.kernel.signatures is not None:
             return      # its scalars are converted per launch (kernel/signatures.py): general path
+        if plan.launch is not None and plan.launch.kernel.exceptions is not None:
+            return      # a debug kernel: each launch reads its exception flag back (LaunchPlan)
         match = []
         for a in raw_args:
             kind = type(a)
@@ -234,14 +244,15 @@ class FastLaunchMixin:
             self._hot.clear()
         hot = HotLaunch(
             count, dim, req.count.as_tuple(), req.dim.as_tuple(), tuple(match), req.stream, req.options,
-            cs, plan, hazards.states(read_only), hazards.states(tuple(write_mems)), req.kernel.id)
+            cs, plan, hazards.states(read_only), hazards.states(tuple(write_mems)), req.kernel.id,
+            req.shared_bytes)
         # A few entries per kernel, newest first: a loop body often launches one kernel with two
         # sets of arguments (ping-pong buffers), and one entry would make both miss every time.
         # An entry for the same launch (re-armed after a general launch, e.g. past a failure)
         # replaces the old one instead of pushing another entry out.
-        same = (hot.stream, hot.count, hot.dim, hot.options, hot.match)
+        same = (hot.stream, hot.count, hot.dim, hot.options, hot.match, hot.shared_bytes)
         older = [e for e in self._hot.get(key, ())
-                 if (e.stream, e.count, e.dim, e.options, e.match) != same]
+                 if (e.stream, e.count, e.dim, e.options, e.match, e.shared_bytes) != same]
         self._hot[key] = [hot] + older[:HOT_ENTRIES_PER_KERNEL - 1]
 
     def _forget_hot(self, memory_id) -> None:

@@ -69,7 +69,7 @@ class CudaGraph(Graph):
         failure = None
         for rec in self._recorded:
             try:
-                rec.artifact(rec.count, rec.dim, (capture_stream, rec.arrays[1]))
+                rec.artifact(rec.count, rec.dim, (capture_stream, rec.arrays[1]), rec.shared_bytes)
             except Exception as exc:  # noqa: BLE001 - reported below, after the capture is closed
                 failure = (rec.kernel_id, exc)
                 break
@@ -125,7 +125,8 @@ class CudaGraph(Graph):
             # An input carries a failure: per-dispatch scopes, eager launches (see docstring).
             for rec in recorded:
                 run_recorded(ledger, Recorded(rec.kernel_id, rec.artifact, rec.count, rec.dim,
-                                              (stream, rec.arrays[1]), None, rec.reads, rec.writes))
+                                              (stream, rec.arrays[1]), None, rec.reads, rec.writes,
+                                              shared_bytes=rec.shared_bytes))
 
         task.run = run
         return task, {r[0] for r in reads}, {w[0] for w in writes}

@@ -2,13 +2,16 @@
 
 **Export.** On the real GPU a ``Handle`` exposes ``__cuda_array_interface__`` version 3 (through
 ``Handle.__cuda_array_interface__``, which asks the handle's server): the device pointer of its
-view, its shape and dtype, ``strides: None`` (handles are C-contiguous) and ``stream``: the CUDA
-stream of the *last writer* of the buffer if that write may still be running, else ``None``. A
-consumer that honours the protocol (CuPy, numba-cuda, PyTorch) then orders its work after ours.
+view (of its element ``[0, ..., 0]``), its shape and dtype, its byte ``strides`` (``None`` for a
+C-contiguous handle) and ``stream``: the CUDA stream of the *last writer* of the buffer if that
+write may still be running, else ``None``. A consumer that honours the protocol (CuPy,
+numba-cuda, PyTorch) then orders its work after ours.
 
 **Import (adoption).** A launch argument that is not a ``Handle`` but exposes
 ``__cuda_array_interface__`` (CuPy arrays, PyTorch tensors, numba-cuda device arrays) is bound
-without a copy: the server *adopts* the allocation that holds it as borrowed memory. Adoption is
+without a copy, with its strides (F-ordered, transposed, strided, broadcast: stride 0, negative
+steps), as numba-cuda binds it: the server *adopts* the allocation that holds it as borrowed
+memory, after checking that every byte the view can reach lies in that allocation. Adoption is
 keyed by the base of the allocation (``cuMemGetAddressRange``), so every view of one buffer, and
 every launch that passes the same array again, maps to one memory id: dependencies between
 launches that share a foreign buffer are inferred like those of handles. Sub-allocating pools
@@ -45,6 +48,7 @@ import numpy as np
 
 from ...errors import ForeignHandleError, LaunchArgumentError
 from ...runtime.handle import Allocation, Binding, Handle
+from ...runtime.layout import byte_extent, layout_strides
 from .driver import CudaError
 from .memory import DeviceMemory
 from .streams import CudaTask, _CuStream
@@ -60,13 +64,21 @@ UNCONSUMED_SECONDS = 10.0
 
 @dataclass
 class ForeignArray:
-    """One foreign array, described: device pointer, shape, dtype, the stream to order after."""
+    """One foreign array, described: device pointer (of element ``[0, ..., 0]``), shape, dtype,
+    the stream to order after, and byte strides (``None``: C-contiguous)."""
 
     ptr: int
     shape: tuple
     dtype: np.dtype
     stream: int | None
     owner: Any
+    strides: tuple | None = None
+
+    @property
+    def extent(self) -> tuple[int, int]:
+        """``(low, high)``: the device addresses of every byte the view can touch."""
+        low, high = byte_extent(self.shape, self.strides, self.dtype.itemsize)
+        return self.ptr + low, self.ptr + high
 
     @property
     def nbytes(self) -> int:
@@ -79,8 +91,8 @@ class ForeignArray:
 def parse_cai(obj) -> ForeignArray | None:
     """The ``__cuda_array_interface__`` of ``obj`` as a ``ForeignArray``; ``None`` if it has none.
 
-    Raises ``LaunchArgumentError`` for arrays a kernel argument cannot describe (masked,
-    non-contiguous)."""
+    Raises ``LaunchArgumentError`` for arrays a kernel argument cannot describe (masked, or
+    strides that do not fit the shape)."""
     try:
         cai = obj.__cuda_array_interface__
     except AttributeError:
@@ -89,7 +101,7 @@ def parse_cai(obj) -> ForeignArray | None:
         raise LaunchArgumentError(f"{type(obj).__name__}.__cuda_array_interface__ failed: {exc}") from exc
     try:
         shape = tuple(int(s) for s in cai["shape"])
-        dtype = np.dtype(cai["typestr"])
+        dtype = _dtype_of(obj, cai)
         ptr = int(cai["data"][0] or 0)
     except (KeyError, TypeError, ValueError) as exc:
         raise LaunchArgumentError(f"malformed __cuda_array_interface__ on {type(obj).__name__}: {exc}") from exc
@@ -98,24 +110,48 @@ def parse_cai(obj) -> ForeignArray | None:
     strides = cai.get("strides")
     if strides is None:
         strides = _numba_strides(obj)
-    if strides is not None and not _c_contiguous(shape, tuple(strides), dtype.itemsize):
-        raise LaunchArgumentError(
-            f"{type(obj).__name__} argument is not C-contiguous (strides {tuple(strides)}); "
-            f"numba_cube binds contiguous buffers only: pass a contiguous copy")
+    try:
+        strides = layout_strides(shape, strides, dtype.itemsize)
+    except (TypeError, ValueError) as exc:
+        raise LaunchArgumentError(f"malformed strides in the __cuda_array_interface__ of "
+                                  f"{type(obj).__name__}: {exc}") from exc
     stream = cai.get("stream") if int(cai.get("version", 0)) >= 3 else None
     if stream is not None:
         stream = int(stream)
         if stream == 0:
-            raise LaunchArgumentError("__cuda_array_interface__ stream 0 is disallowed by the protocol")
-    return ForeignArray(ptr, shape, dtype, stream, obj)
+            # The protocol disallows 0 (legacy or per-thread default?), but numba-cuda exports it
+            # for an array bound to its default Stream object, and takes it back itself as the
+            # legacy default stream: so do we (ordering after it is never too little).
+            stream = 1
+    return ForeignArray(ptr, shape, dtype, stream, obj, strides)
+
+
+def _dtype_of(obj, cai: dict) -> np.dtype:
+    """The array's dtype. ``typestr`` alone loses a structured dtype's fields (``|V16``): the
+    producer's ``descr`` says them, and where there is none, the object's own ``dtype`` does when
+    it is a NumPy dtype of that very typestr (a numba-cuda device array of records, such as
+    the states of ``create_xoroshiro128p_states``)."""
+    typestr = cai["typestr"]
+    dtype = np.dtype(typestr)
+    if dtype.kind != "V" or dtype.fields is not None:
+        return dtype
+    descr = cai.get("descr")
+    if descr and not (len(descr) == 1 and not descr[0][0]):
+        described = np.dtype([tuple(d) for d in descr])
+        if described.itemsize == dtype.itemsize:
+            return described
+    own = getattr(obj, "dtype", None)
+    if isinstance(own, np.dtype) and own.str == dtype.str and own.itemsize == dtype.itemsize:
+        return own
+    return dtype
 
 
 def _numba_strides(obj) -> tuple | None:
     """A numba device array's own strides. Its interface says ``strides: None`` for a
     *broadcast* array too (numba's ``is_contiguous`` skips stride-0 dimensions: a scalar that a
     ufunc broadcast over ten elements reads as ten contiguous elements), which a kernel bound to
-    it as contiguous would read past; numba's kernels get the real strides, and so must this
-    check."""
+    it as contiguous would read past; numba's kernels get the real strides, and so must a
+    kernel bound here."""
     devicearray = sys.modules.get("numba.cuda.cudadrv.devicearray")
     cls = getattr(devicearray, "DeviceNDArray", None)
     if cls is not None and isinstance(obj, cls):
@@ -123,19 +159,12 @@ def _numba_strides(obj) -> tuple | None:
     return None
 
 
-def _c_contiguous(shape: tuple, strides: tuple, itemsize: int) -> bool:
-    expected = itemsize
-    for dim, stride in zip(reversed(shape), reversed(strides)):
-        if dim != 1 and stride != expected:
-            return False
-        expected *= dim
-    return True
-
-
-def export_cai(ptr: int, shape: tuple, dtype: np.dtype, stream: int | None) -> dict:
-    """A version-3 ``__cuda_array_interface__`` dict for a C-contiguous device buffer."""
+def export_cai(ptr: int, shape: tuple, dtype: np.dtype, stream: int | None,
+               strides: tuple | None = None) -> dict:
+    """A version-3 ``__cuda_array_interface__`` dict for a device buffer whose element
+    ``[0, ..., 0]`` is at ``ptr``; ``strides`` in bytes, ``None`` for a C-contiguous one."""
     return {"shape": tuple(shape), "typestr": dtype.str, "data": (int(ptr), False),
-            "version": 3, "strides": None, "stream": stream}
+            "version": 3, "strides": None if strides is None else tuple(strides), "stream": stream}
 
 
 @dataclass
@@ -269,7 +298,7 @@ class CudaInteropMixin:
                     if event is not None:
                         self.driver.stream_wait_event(self._export_stream, event)
                 stream = int(self._export_stream)
-        return export_cai(self._device_ptr(b), b.shape, b.dtype, stream)
+        return export_cai(self._device_ptr(b), b.shape, b.dtype, stream, b.strides)
 
     def adopt_foreign(self, obj) -> Handle | None:
         """Seam used by ``Client._bind``: a foreign CUDA array as a borrowed handle, or None."""
@@ -286,11 +315,17 @@ class CudaInteropMixin:
         self.activate()
         self.borrowed.maybe_sweep(self.hazards, self.ledger)
         if fa.nbytes == 0:
-            memory_id = next(self._ids)
-            self.memory[memory_id] = (0, DeviceMemory(0, 0, owned=False))
-            self._ptrs[memory_id] = 0
-            self._borrowed_ids.add(memory_id)
-            return Handle(Allocation(self, memory_id, 0), 0, fa.shape, fa.dtype)
+            # Every empty foreign array (numba's has data pointer 0) is a view of one empty buffer
+            # that the server keeps for good: nothing else would hold it between this adoption and
+            # the launch that binds it (a dropped handle's release, submitted first, would free
+            # its id before the launch looked it up).
+            if self._empty_foreign is None:
+                memory_id = next(self._ids)
+                self.memory[memory_id] = (0, DeviceMemory(0, 0, owned=False))
+                self._ptrs[memory_id] = 0
+                self._borrowed_ids.add(memory_id)
+                self._empty_foreign = Allocation(self, memory_id, 0)
+            return Handle(self._empty_foreign, 0, fa.shape, fa.dtype, fa.strides)
         # The owning device first: with unified addressing it is answered for any context, while
         # the address range of another device's memory is not found in this device's context
         # (seen on two H200s: CUDA_ERROR_NOT_FOUND), so the range is asked only for our own.
@@ -311,6 +346,14 @@ class CudaInteropMixin:
             raise ForeignHandleError(f"{type(fa.owner).__name__} argument at 0x{fa.ptr:x} is not memory "
                                      f"of {self.device}'s context ({exc}); copy it to this device "
                                      f"first") from exc
+        low, high = fa.extent
+        if low < base or high > base + size:
+            # The strides reach bytes of no allocation of ours (a stride past its end, a
+            # negative step before its start): a kernel would read or write them blindly.
+            raise LaunchArgumentError(
+                f"{type(fa.owner).__name__} argument (shape {fa.shape}, strides {fa.strides}) "
+                f"reaches bytes {low - base}..{high - base} of an allocation of {size} bytes: its "
+                f"strides do not fit the memory that holds it")
         entry = self.borrowed.get(base)
         if entry is not None and entry.size != size:
             self.borrowed.evict(entry)   # the foreign allocation was freed and the range reused
@@ -328,7 +371,7 @@ class CudaInteropMixin:
         self._foreign_streams[entry.memory_id] = entry_stream
         if fa.stream is not None:
             self._order_after_foreign(entry.memory_id, fa.stream)
-        return Handle(entry.allocation, fa.ptr - base, fa.shape, fa.dtype)
+        return Handle(entry.allocation, fa.ptr - base, fa.shape, fa.dtype, fa.strides)
 
     def _order_after_foreign(self, memory_id: int, stream_ptr: int) -> None:
         """The foreign producer's stream, as a pseudo task that last wrote the buffer: our next

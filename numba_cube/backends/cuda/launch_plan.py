@@ -16,7 +16,8 @@ and the buffers bound, which repeat from launch to launch. So:
   parameters, which is what ``cuLaunchKernel`` takes as ``kernelParams`` (passed as an int: the
   bindings' fast path, no conversion per launch).
 - ``LaunchPlan`` (per kernel, *bound buffers* and geometry) has the buffers' pointers, shapes and
-  strides packed once, when it is made. Per launch it only packs the scalar arguments (their values
+  strides (a binding's own: F-ordered, strided and broadcast views keep theirs) packed once, when
+  it is made. Per launch it only packs the scalar arguments (their values
   change) and calls ``cuLaunchKernel``. The driver copies the parameters during the call, so one
   block serves every launch of the plan (all launches of a server happen under its lock).
 
@@ -36,9 +37,24 @@ import struct
 
 import numpy as np
 
-__all__ = ["ArgLayout", "ParamBlock", "LaunchPlan", "CompiledKernel", "scalar_format"]
+from ...runtime.composite import COMPOSITE_TYPES
+
+__all__ = ["ArgLayout", "ParamBlock", "LaunchPlan", "CompiledKernel", "scalar_format", "flat_leaves"]
 
 _INT_FORMATS = {1: "b", 2: "h", 4: "i", 8: "q"}
+
+
+def flat_leaves(args: tuple) -> tuple:
+    """A launch's arguments with each composite replaced by its leaves: numba-cuda passes a
+    tuple as its items' parameters one after the other (``_prepare_args``), an enum member as
+    its value, a date as its int64, a record as a pointer (a ``RecordRef`` leaf)."""
+    out = []
+    for a in args:
+        if type(a) in COMPOSITE_TYPES:
+            out.extend(a.leaves())
+        else:
+            out.append(a)
+    return tuple(out)
 _UINT_FORMATS = {1: "B", 2: "H", 4: "I", 8: "Q"}
 
 
@@ -62,7 +78,8 @@ class ArgLayout:
     """Where each argument's flattened parameters live in the parameter block."""
 
     def __init__(self, kinds: tuple):
-        """``kinds``: per argument, ``("array", ndim, itemsize)`` or ``("scalar", dtype)``."""
+        """``kinds``: per flattened argument (``flat_leaves``), ``("array", ndim, itemsize)``,
+        ``("record",)`` or ``("scalar", dtype)``."""
         self.kinds = kinds
         self.param_offsets: list[int] = []   # offset of each kernel parameter in the block
         self.arg_offsets: list[int] = []     # offset of each argument's first parameter
@@ -79,7 +96,8 @@ class ArgLayout:
                     self.param_offsets.append(offset + 8 * k)
                 offset += 8 * count
             else:
-                fmt = scalar_format(kind[1])
+                # A record passed by reference is one parameter: its device copy's address.
+                fmt = "Q" if kind[0] == "record" else scalar_format(kind[1])
                 first = None
                 for ch in fmt:
                     size = struct.calcsize("<" + ch)
@@ -111,16 +129,20 @@ class ParamBlock:
         self.ptrs = (ctypes.c_void_p * n)(*[base + off for off in layout.param_offsets] or [0])
         self.address = ctypes.addressof(self.ptrs)
 
-    def pack_array(self, i: int, ptr: int, shape: tuple, itemsize: int) -> None:
+    def pack_array(self, i: int, ptr: int, shape: tuple, itemsize: int, strides=None) -> None:
+        """Argument ``i``, an array whose element ``[0, ..., 0]`` is at ``ptr``: its byte
+        ``strides`` as numba-cuda passes them (``None``: C-contiguous ones), which is how a
+        kernel typed for an F or A layout finds its elements."""
         nitems = 1
         for s in shape:
             nitems *= s
-        strides = []
-        stride = itemsize
-        for s in reversed(shape):
-            strides.append(stride)
-            stride *= s
-        strides.reverse()
+        if strides is None:
+            strides = []
+            stride = itemsize
+            for s in reversed(shape):
+                strides.append(stride)
+                stride *= s
+            strides.reverse()
         self.layout.arg_structs[i].pack_into(self.buf, self.layout.arg_offsets[i], 0, 0, nitems,
                                              itemsize, ptr, *shape, *strides)
 
@@ -139,7 +161,7 @@ class CompiledKernel:
     """One kernel compiled and loaded for one argument signature on one device."""
 
     __slots__ = ("name", "function", "layout", "max_threads", "shared_bytes", "occupancy", "source",
-                 "cooperative")
+                 "cooperative", "dynamic_opt_in", "exceptions")
 
     def __init__(self, name, function, layout: ArgLayout, max_threads: int, shared_bytes: int = 0,
                  occupancy=None, source=None, cooperative: bool | None = None):
@@ -157,6 +179,11 @@ class CompiledKernel:
         if cooperative is None:
             cooperative = bool(getattr(source, "cooperative", False))
         self.cooperative = cooperative
+        #: dynamic shared memory (bytes per cube) this function is known to accept: its
+        #: CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES once read or raised (``LaunchPlan``)
+        self.dynamic_opt_in = 0
+        #: a debug kernel's exception flag (``kernel_exceptions.KernelExceptions``), else None
+        self.exceptions = None
 
 
 def cooperative_launcher(api):
@@ -173,13 +200,18 @@ def cooperative_launcher(api):
 class LaunchPlan:
     """A kernel with its buffers bound and packed: per launch, scalars and one driver call."""
 
-    __slots__ = ("kernel", "block", "scalars", "pack", "_launch", "_success", "_driver", "_address",
-                 "_buf", "_scalar_packs", "__weakref__")
+    __slots__ = ("kernel", "block", "scalars", "pack", "_flatten", "_launch", "_success", "_driver",
+                 "_address", "_buf", "_scalar_packs", "__weakref__")
 
     def __init__(self, kernel: CompiledKernel, driver, args: tuple, pointer_of):
-        """``args``: per argument a ``Binding`` (packed now, through ``pointer_of(binding)``) or a
-        scalar (packed per launch)."""
+        """``args``: per argument a ``Binding`` (packed now, through ``pointer_of(binding)``), a
+        scalar (packed per launch) or a composite (``runtime/composite.py``: its buffers and
+        records packed now, its numbers per launch, flattened in numba's order)."""
         self.kernel = kernel
+        # Only a launch with a tuple, record, enum or date argument pays for flattening.
+        self._flatten = any(type(a) in COMPOSITE_TYPES for a in args)
+        if self._flatten:
+            args = flat_leaves(args)
         self.block = ParamBlock(kernel.layout)
         self._driver = driver
         self._launch = cooperative_launcher(driver.api) if kernel.cooperative else driver.api.cuLaunchKernel
@@ -189,7 +221,10 @@ class LaunchPlan:
         packs = []
         for i, (a, kind) in enumerate(zip(args, kernel.layout.kinds)):
             if kind[0] == "array":
-                self.block.pack_array(i, pointer_of(a), a.shape, kind[2])
+                self.block.pack_array(i, pointer_of(a), a.shape, kind[2], a.strides)
+            elif kind[0] == "record":
+                kernel.layout.arg_structs[i].pack_into(self.block.buf, kernel.layout.arg_offsets[i],
+                                                       pointer_of(a.binding))
             else:
                 st = kernel.layout.arg_structs[i]
                 packs.append((i, st.pack_into, kernel.layout.arg_offsets[i], st.format.lstrip("<")))
@@ -205,6 +240,12 @@ class LaunchPlan:
         packs = self._scalar_packs
         if not packs:
             return None
+        if self._flatten:
+            pack_flat = self.pack_scalars
+
+            def pack_composites(args):
+                pack_flat(flat_leaves(args))
+            return pack_composites
         if len(packs) == 1 and packs[0][3] not in ("ff", "dd", "?"):
             i, pack_into, offset, _ = packs[0]
             buf = self._buf
@@ -226,17 +267,50 @@ class LaunchPlan:
             else:
                 pack_into(buf, offset, value)
 
-    def __call__(self, count, dim, arrays) -> None:
-        """Launch on ``arrays[0]`` (a CUstream) with scalar values from ``arrays[1]``."""
+    def __call__(self, count, dim, arrays, shared_bytes: int = 0) -> None:
+        """Launch on ``arrays[0]`` (a CUstream) with scalar values from ``arrays[1]`` and
+        ``shared_bytes`` of dynamic shared memory per cube (cuLaunchKernel's sharedMemBytes)."""
         stream, args = arrays
         if self.pack is not None:
             self.pack(args)
+        if shared_bytes > self.kernel.dynamic_opt_in:
+            self.opt_in(shared_bytes)
+        exceptions = self.kernel.exceptions
+        if exceptions is not None:
+            exceptions.arm(stream)
         err = self._launch(self.kernel.function, count[0], count[1], count[2], dim[0], dim[1], dim[2],
-                           0, stream, self._address, 0)[0]
+                           shared_bytes, stream, self._address, 0)[0]
         if err != self._success:
-            raise self.refused(err, count, dim)
+            raise self.refused(err, count, dim, shared_bytes)
+        if exceptions is not None:
+            exceptions.check(stream)      # a debug kernel: raises the exception one of its units raised
 
-    def refused(self, err, count, dim):
+    def opt_in(self, shared_bytes: int) -> None:
+        """Let the function take ``shared_bytes`` of dynamic shared memory. Up to 48 KiB (less its
+        static shared memory) a function accepts it as loaded; above, the driver refuses the
+        launch unless CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES was raised first (what
+        numba-cuda leaves to its user). Raised to what is asked, never lowered: the attribute
+        belongs to the function, which every plan of the kernel shares."""
+        k = self.kernel
+        name = "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES"
+        accepted = self._driver.function_attribute(name, k.function)
+        if shared_bytes > accepted:
+            self._driver.set_function_attribute(name, k.function, shared_bytes)
+            accepted = shared_bytes
+        k.dynamic_opt_in = accepted
+
+    def shared_refusal(self, shared_bytes: int, limit: int, device: str) -> str | None:
+        """Why a launch with ``shared_bytes`` of dynamic shared memory cannot run on a device
+        whose cubes have at most ``limit`` bytes of shared memory, or None: the kernel's static
+        shared memory takes its part of the same limit."""
+        static = self.kernel.shared_bytes
+        if static + shared_bytes <= limit:
+            return None
+        return (f"kernel {self.kernel.name} uses {static} bytes of static shared memory; with "
+                f"{shared_bytes} bytes of dynamic shared memory that exceeds the {limit} bytes "
+                f"one cube can have on {device}")
+
+    def refused(self, err, count, dim, shared_bytes: int = 0):
         """The ``CudaError`` of a refused launch, saying what the kernel allows."""
         k = self.kernel
         threads = dim[0] * dim[1] * dim[2]
@@ -245,6 +319,9 @@ class LaunchPlan:
             notes.append(f"this kernel allows at most {k.max_threads} units per cube")
         if k.shared_bytes:
             notes.append(f"it uses {k.shared_bytes} bytes of static shared memory per cube")
+        if shared_bytes:
+            notes.append(f"the launch asked for {shared_bytes} bytes of dynamic shared memory "
+                         "per cube")
         if k.cooperative:
             notes.append("it synchronizes its whole grid (cuda.cg.this_grid().sync()), so it is "
                          "launched cooperatively: every cube must be resident at once")

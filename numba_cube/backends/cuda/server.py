@@ -60,12 +60,14 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ... import config
-from ...errors import BackendNotFound, CaptureError, CompileError, DeviceFault
+from ...errors import BackendNotFound, CaptureError, CompileError, DeviceFault, LaunchArgumentError
 from ...kernel.kernel import resolve_access
 from ...runtime import observers
 from ...runtime.capture import Recorded
 from ...runtime.channel import InlineChannel
+from ...runtime.composite import COMPOSITE_TYPES, analysis_entry
 from ...runtime.handle import Binding
+from ...runtime.layout import from_extent, host_staging
 from ...runtime.ledger import Failure
 from ...runtime.memory import MemoryPool
 from ...runtime.modes import LaunchMode
@@ -118,6 +120,11 @@ class _Plan:
 class CudaServer(FastLaunchMixin, CudaInteropMixin, DynamicCountMixin, HostServer):
     """One GPU: its primary context, streams, memory, compile cache and ledger."""
 
+    #: A host write lands with one copy over a view's extent, so a view whose extent holds
+    #: bytes that are not its elements (a step, a column) cannot be written from the host: the
+    #: client refuses that on the issuing thread (``Client.write``).
+    strided_host_writes = False
+
     def __init__(self, index: int, *, driver: Driver | None = None, compiler=None,
                  name: str = "cuda", baseline_rule: bool = False):
         drv = driver if driver is not None else Driver()
@@ -139,6 +146,10 @@ class CudaServer(FastLaunchMixin, CudaInteropMixin, DynamicCountMixin, HostServe
         self._init_fast_path()
         allocator = DeviceAllocator(drv, self.activate)
         super().__init__(device, allocator, InlineChannel(device), baseline_rule=baseline_rule)
+        # What one cube may have with the opt-in attribute (LaunchPlan.opt_in): the client refuses
+        # a dynamic size above it, the launch one whose static part leaves too little.
+        self.max_dynamic_shared_bytes = drv.device_attribute(
+            "CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN", self._dev)
         allocator._trim = self.pool_trim
         self.allocator = allocator
         self.streams = CudaStreams(drv, self._fatal, self.ledger, self.channel.lock)
@@ -154,6 +165,7 @@ class CudaServer(FastLaunchMixin, CudaInteropMixin, DynamicCountMixin, HostServe
         self._wrappers: dict = {}                  # kernel id -> device-count wrapper or Ineligible
         self.borrowed = BorrowedTable()
         self._borrowed_ids: set = set()
+        self._empty_foreign = None                 # the Allocation all empty foreign arrays view
         self._count_buf = None                     # pinned 16 bytes for count read-backs
         self._capture_stream = None
         self._export_stream = None
@@ -265,13 +277,16 @@ class CudaServer(FastLaunchMixin, CudaInteropMixin, DynamicCountMixin, HostServe
         it is ordered on the legacy default stream, which our non-blocking streams do not wait
         for; a kernel launched right after ``create`` could read the old bytes. So: an
         asynchronous copy on a private upload stream, and a wait for that stream."""
-        src = np.ascontiguousarray(data, dtype=b.dtype)
+        if b.strides is None:
+            src, dst = np.ascontiguousarray(data, dtype=b.dtype), self._device_ptr(b)
+        else:       # an F-ordered handle (create): its bytes as they lie on the device
+            src, dst = self._staged_extent(b, data), self._ptrs[b.memory_id] + b.extent[0]
         if src.nbytes == 0:
             return
         self.activate()
         try:
             upload = self._upload_stream()
-            self.driver.memcpy_htod_async(self._device_ptr(b), src.ctypes.data, src.nbytes, upload)
+            self.driver.memcpy_htod_async(dst, src.ctypes.data, src.nbytes, upload)
             self.driver.stream_synchronize(upload)
         except CudaError as exc:
             raise self._raise_fault(exc) from exc
@@ -286,29 +301,53 @@ class CudaServer(FastLaunchMixin, CudaInteropMixin, DynamicCountMixin, HostServe
         return stream
 
     def read_binding(self, b: Binding) -> np.ndarray:
-        """A host copy of a binding's bytes; the caller waited for its writers' events."""
-        out = np.empty(b.shape, b.dtype)
-        if out.nbytes == 0:
-            return out
-        self.activate()
-        try:
-            self.driver.memcpy_dtoh(out.ctypes.data, self._device_ptr(b), out.nbytes)
-        except CudaError as exc:
-            raise self._raise_fault(exc) from exc
-        return out
+        """A host copy of a binding's bytes; the caller waited for its writers' events. A strided
+        binding reads the bytes of its extent and views them with its strides (an F-ordered
+        handle reads as an F-ordered array)."""
+        if b.strides is None:
+            out = np.empty(b.shape, b.dtype)
+            src = self._device_ptr(b)
+        else:
+            low, high = b.extent
+            out = np.empty(high - low, np.uint8)
+            src = self._ptrs[b.memory_id] + low
+        if out.nbytes:
+            self.activate()
+            try:
+                self.driver.memcpy_dtoh(out.ctypes.data, src, out.nbytes)
+            except CudaError as exc:
+                raise self._raise_fault(exc) from exc
+        return out if b.strides is None else from_extent(b, out)
+
+    @staticmethod
+    def _staged_extent(b: Binding, data) -> np.ndarray:
+        """The bytes one copy writes over a strided binding's extent; refused (a typed error,
+        nothing copied) where the extent holds bytes that are not the view's elements (a step,
+        a column): one copy would overwrite them, and the device holds no host view to copy
+        element by element."""
+        if not b.compact:
+            raise LaunchArgumentError(
+                f"a host write into a non-contiguous view (shape {b.shape}, strides {b.strides}) "
+                f"of {b.dtype} on a CUDA device: write the whole buffer, or a contiguous view")
+        return host_staging(b, data)
 
     def op_write(self, b: Binding, staged: np.ndarray, stream) -> None:
         """A host write into a handle in stream order: pinned staging, an asynchronous copy."""
         if self._to_free:
             self._drain_frees()
         self.activate()
-        nbytes = b.nbytes
+        if b.strides is None:
+            raw = np.ascontiguousarray(staged).reshape(-1).view(np.uint8)
+            dst = self._device_ptr(b)
+        else:
+            raw = self._staged_extent(b, staged)
+            dst = self._ptrs[b.memory_id] + b.extent[0]
+        nbytes = raw.nbytes
         region = b.region
-        dst = self._device_ptr(b)
         pinned = None
         if nbytes:
             pinned = self.pinned.get(nbytes)
-            pinned.array[:nbytes] = np.ascontiguousarray(staged).reshape(-1).view(np.uint8)
+            pinned.array[:nbytes] = raw
         ledger = self.ledger
         driver = self.driver
         task = CudaTask(None, stream, "host-write")
@@ -358,7 +397,8 @@ class CudaServer(FastLaunchMixin, CudaInteropMixin, DynamicCountMixin, HostServe
     def _kernel_entry(self, kernel, args: tuple, options: tuple, *, py_func=None, kid=None,
                       access=None) -> _KernelEntry:
         kid = kid or kernel.id
-        sig = tuple((a.dtype, len(a.shape)) if type(a) is Binding else type(a) for a in args)
+        sig = tuple((a.dtype, len(a.shape), a.layout) if type(a) is Binding
+                    else a.type_key if type(a) in COMPOSITE_TYPES else type(a) for a in args)
         key = (kid, sig, options)
         entry = self._kernels.get(key)
         if entry is not None:
@@ -366,7 +406,9 @@ class CudaServer(FastLaunchMixin, CudaInteropMixin, DynamicCountMixin, HostServe
             return entry
         self.stats["compiles"] += 1
         if access is None:
-            ndims = tuple(len(a.shape) if type(a) is Binding else None for a in args)
+            ndims = tuple(len(a.shape) if type(a) is Binding
+                          else analysis_entry(a) if type(a) in COMPOSITE_TYPES else None
+                          for a in args)
             try:
                 access = resolve_access(kernel, ndims)
             except Exception:  # noqa: BLE001 - the analysis must never break a launch: assume all
@@ -374,8 +416,14 @@ class CudaServer(FastLaunchMixin, CudaInteropMixin, DynamicCountMixin, HostServe
                 access = tuple((n is not None, n is not None) for n in ndims)
         try:
             kernel.check_frozen()          # the caches are keyed by its id: nothing it covers moved
+            jit = jit_options(kernel, dict(options))
+            # The user's own dispatcher compiles exactly this when nothing differs from it: not the
+            # dynamic-count wrapper (another function), not a client's overriding options.
+            user_dispatcher = (kernel.dispatcher if py_func in (None, kernel.py_func)
+                               and kernel.dispatcher is not None and jit == jit_options(kernel, {})
+                               else None)
             compiled = self.compiler.compile((kid, options), py_func or kernel.py_func, kernel.name,
-                                             args, jit_options(kernel, dict(options)))
+                                             args, jit, user_dispatcher)
             entry = _KernelEntry(compiled, None, access)
         except CompileError as exc:
             entry = _KernelEntry(None, exc, access)
@@ -384,8 +432,8 @@ class CudaServer(FastLaunchMixin, CudaInteropMixin, DynamicCountMixin, HostServe
             err.__cause__ = exc
             entry = _KernelEntry(None, err, access)
         except Exception as exc:  # noqa: BLE001 - Numba's own errors are compile failures too
-            err = CompileError(f"kernel {kernel.name} failed to compile for CUDA: {type(exc).__name__}: {exc}")
-            err.__cause__ = exc
+            err = CompileError.wrapping(
+                f"kernel {kernel.name} failed to compile for CUDA: {type(exc).__name__}: {exc}", exc)
             entry = _KernelEntry(None, err, access)
         finally:
             self.activate()   # numba-cuda pops its context when it is done
@@ -398,7 +446,9 @@ class CudaServer(FastLaunchMixin, CudaInteropMixin, DynamicCountMixin, HostServe
         """The plan of this launch: one dict lookup when warm (see the module docstring)."""
         args = req.args
         cb = req.count_binding
-        pkey = (req.kernel.id, tuple([a if type(a) is Binding else type(a) for a in args]), req.options, cb)
+        pkey = (req.kernel.id, tuple([a if type(a) is Binding
+                                      else a.key if type(a) in COMPOSITE_TYPES else type(a)
+                                      for a in args]), req.options, cb)
         plan = self._launch_plans.get(pkey)
         if plan is not None:
             self.stats["cache_hits"] += 1
@@ -441,7 +491,24 @@ class CudaServer(FastLaunchMixin, CudaInteropMixin, DynamicCountMixin, HostServe
         return plan
 
     def _plan_error(self, req) -> BaseException | None:
-        return self._cuda_plan(req).error
+        plan = self._cuda_plan(req)
+        if plan.error is None and req.shared_bytes:
+            # A dry run reports what the real launch would meet: the size is part of the launch.
+            return self._shared_refusal(req, plan)
+        return plan.error
+
+    def _shared_refusal(self, req, plan: _Plan):
+        """``refusal_of`` for a launch with dynamic shared memory: also refused (a
+        ``LaunchArgumentError`` on its write set) when the kernel's static shared memory and the
+        size together exceed what a cube of this device can have. (The client already refused a
+        size above the device's limit by itself; the static part is known once compiled.)"""
+        refusal = refusal_of(req)
+        if refusal is None and plan.launch is not None:
+            problem = plan.launch.shared_refusal(req.shared_bytes, self.max_dynamic_shared_bytes,
+                                                 self.device)
+            if problem is not None:
+                refusal = LaunchArgumentError(f"kernel {req.kernel.name} cannot be launched: {problem}")
+        return refusal
 
     def op_launch(self, req, blocking: bool = False):
         """Steps 1-4 of runtime.md 1.2 on the GPU; the task runs at once (see ``CudaStreams``)."""
@@ -451,7 +518,7 @@ class CudaServer(FastLaunchMixin, CudaInteropMixin, DynamicCountMixin, HostServe
         if req.mode is LaunchMode.SKIP:
             return self._skip(req)
         plan = self._cuda_plan(req)
-        refusal = refusal_of(req)
+        refusal = refusal_of(req) if not req.shared_bytes else self._shared_refusal(req, plan)
         if refusal is not None or plan.error is not None or req.count_binding is not None or self.captures:
             return self._launch_general(req, plan, blocking, refusal)
         # The common case: a static launch of a kernel that compiled, no capture open.
@@ -459,7 +526,8 @@ class CudaServer(FastLaunchMixin, CudaInteropMixin, DynamicCountMixin, HostServe
         writes = plan.writes
         task = CudaTask(None, req.stream, req.kernel.id)
         task.rec = Recorded(task.label, plan.launch, req.count.as_tuple(), req.dim.as_tuple(),
-                            (cs.handle, req.args), None, plan.reads, writes, self._reporter(req, writes))
+                            (cs.handle, req.args), None, plan.reads, writes, self._reporter(req, writes),
+                            req.shared_bytes)
         task.cs = cs
         answer = self._submit(task, plan, blocking)
         # A launch that writes nothing is never armed: a warm repeat the driver refused would
@@ -506,14 +574,15 @@ class CudaServer(FastLaunchMixin, CudaInteropMixin, DynamicCountMixin, HostServe
             capture is not None or ledger.first_failure(writes) is None)
         if req.count_binding is None:
             rec = Recorded(kid, plan.launch, req.count.as_tuple(), req.dim.as_tuple(), arrays,
-                           None, reads, writes, report)
+                           None, reads, writes, report, req.shared_bytes)
         elif device_count:
             dim = req.dim.as_tuple()
             rec = Recorded(kid, plan.device_count, (self._wrapper_grid(plan, dim), 1, 1), dim,
-                           (cs.handle, (None,) + tuple(req.args)), None, reads, writes, report)
+                           (cs.handle, (None,) + tuple(req.args)), None, reads, writes, report,
+                           req.shared_bytes)
         else:
             rec = Recorded(kid, plan.launch, (0, 0, 0), req.dim.as_tuple(), arrays, None, reads, writes,
-                           report)
+                           report, req.shared_bytes)
         if capture is not None:
             if ledger.first_failure(reads) is not None:
                 capture.refuse(f"launch of {kid} (skipped: an input carries a failure)")

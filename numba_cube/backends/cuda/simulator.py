@@ -43,7 +43,10 @@ import numpy as np
 
 from ... import config
 from ...runtime.channel import ThreadChannel
-from ...runtime.handle import Allocation, Binding, Handle
+from ...runtime.composite import composite_bindings
+from ...runtime.geometry import MAX_DYNAMIC_SHARED_BYTES
+from ...runtime.handle import Allocation, Handle
+from ...runtime.layout import byte_extent
 from ...runtime.server import HostServer
 from ..base import HostBackend
 from .compiler import JIT_OPTIONS
@@ -110,10 +113,13 @@ class SimulatorBackend(HostBackend):
 
     name = "cudasim"
     compile_options = frozenset(("boundscheck",) + JIT_OPTIONS)
+    #: the simulator allocates any size; the portable limit keeps it to what some GPU can run
+    max_dynamic_shared_bytes = MAX_DYNAMIC_SHARED_BYTES
 
     def arg_type(self, value):
         if isinstance(value, np.ndarray):
-            return ("array", value.dtype.str, value.ndim)
+            layout = "C" if value.flags.c_contiguous else "F" if value.flags.f_contiguous else "A"
+            return ("array", value.dtype.str, value.ndim, layout)
         return ("scalar", type(value).__name__)
 
     def compile(self, kernel, arg_types, extras, options):
@@ -127,7 +133,7 @@ class SimulatorBackend(HostBackend):
         name = kernel.name
         grid_sync = uses_grid_sync(kernel.py_func)
 
-        def run(count, dim, args):
+        def run(count, dim, args, shared_bytes=0):
             if grid_sync and count[0] * count[1] * count[2] > 1:
                 # The simulator's grid group syncs one block only (it runs cubes one after the
                 # other), so a grid of several cubes would compute wrong values without an
@@ -139,7 +145,9 @@ class SimulatorBackend(HostBackend):
                                 f"simulator runs such a kernel on one cube only")
             wrapped = [FakeCUDAArray(a) if isinstance(a, np.ndarray) and a.ndim > 0 else a for a in args]
             with _SIMULATOR_LOCK:
-                fake[tuple(count), tuple(dim)](*wrapped)
+                # Always all four values: the fake kernel keeps its configuration in attributes,
+                # so a launch without a size would inherit the previous launch's.
+                fake[tuple(count), tuple(dim), 0, shared_bytes](*wrapped)
 
         return run
 
@@ -164,21 +172,31 @@ class SimulatorServer(HostServer):
         return self.channel.call(self.op_adopt, obj, ary)
 
     def op_adopt(self, owner, ary: np.ndarray) -> Handle:
+        """Bind ``ary`` (the simulator array's NumPy array) in place, with its strides (an
+        F-ordered, transposed, strided or broadcast view, as numba's ufunc machinery makes):
+        the borrowed memory is the whole NumPy buffer the view lies in, so every view of one
+        array shares one memory id, as on the GPU."""
         from ...errors import LaunchArgumentError
 
-        if not ary.flags.c_contiguous:
-            raise LaunchArgumentError("non-contiguous simulator device arrays cannot be bound: pass a copy")
         self.borrowed.maybe_sweep(self.hazards, self.ledger)
         root = ary
         while isinstance(root.base, np.ndarray):
             root = root.base
-        if not root.flags.c_contiguous:
+        if not _is_compact(root):
+            # (a root that is itself a view of non-NumPy memory, laid out with gaps)
             root = ary
-        base = root.__array_interface__["data"][0]
+        if not _is_compact(root):
+            raise LaunchArgumentError("a simulator device array whose memory is not one contiguous "
+                                      "NumPy buffer cannot be bound: pass a copy")
+        memory = root.ravel(order="K").view(np.uint8)     # compact: a view, lowest byte first
+        base = memory.__array_interface__["data"][0] if memory.size else root.__array_interface__["data"][0]
         ptr = ary.__array_interface__["data"][0]
+        low, high = byte_extent(ary.shape, ary.strides, ary.dtype.itemsize)
+        if ary.size and (ptr + low < base or ptr + high > base + memory.nbytes):
+            raise LaunchArgumentError(f"a simulator device array (shape {ary.shape}, strides "
+                                      f"{ary.strides}) reaches outside the buffer that holds it")
         entry = self.borrowed.get(base)
         if entry is None:
-            memory = root.reshape(-1).view(np.uint8)
             memory_id = next(self._ids)
             self.memory[memory_id] = (memory.nbytes, memory)
             self._borrowed_ids.add(memory_id)
@@ -186,13 +204,12 @@ class SimulatorServer(HostServer):
             entry.allocation = Allocation(self, memory_id, memory.nbytes)
             self.borrowed.add(entry)
         self.borrowed.touch(entry, owner)
-        return Handle(entry.allocation, ptr - base, ary.shape, ary.dtype)
+        return Handle(entry.allocation, ptr - base, ary.shape, ary.dtype, ary.strides)
 
     def op_launch(self, req, blocking=False):
         if self.borrowed:
-            for a in req.args:
-                if isinstance(a, Binding):
-                    self.borrowed.consume(a.memory_id)
+            for a in composite_bindings(req.args):     # (arrays inside tuples too)
+                self.borrowed.consume(a.memory_id)
         return super().op_launch(req, blocking)
 
     def _drain_frees(self) -> None:
@@ -209,6 +226,11 @@ class SimulatorServer(HostServer):
                 self.ledger.forget(memory_id)
                 self.borrowed.forget_id(memory_id)
         super()._drain_frees()
+
+
+def _is_compact(ary: np.ndarray) -> bool:
+    """Are ``ary``'s bytes one run (C or F order)? Then its ``ravel(order="K")`` is a view."""
+    return ary.flags.c_contiguous or ary.flags.f_contiguous
 
 
 def make_simulator_server(index: int, name: str = "cudasim") -> SimulatorServer:

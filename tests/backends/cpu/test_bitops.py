@@ -97,3 +97,32 @@ def test_brev_of_a_signed_integer_is_refused():
     with pytest.raises(cube.LaunchFailure) as info:
         _run(_brev, np.arange(4, dtype=np.int32), np.int32)
     assert isinstance(info.value.root, cube.CompileError)
+
+
+@cube.kernel
+def _bit_count(x, out):
+    i = cuda.grid(1)
+    if i < x.size:
+        out[i] = x[i].bit_count()
+
+
+@pytest.mark.parametrize("dtype", INT_TYPES)
+def test_bit_count_method_is_popc(dtype):
+    """``x.bit_count()`` on an integer is numba-cuda's overload, ``cuda.popc(x)``: the set bits of
+    the value's two's-complement pattern at its own width (so -1 of int8 has 8, not Python's 1)."""
+    x = _values(dtype)
+    width = np.dtype(dtype).itemsize * 8
+    got = _run(_bit_count, x, np.int64)
+    assert got.tolist() == [bin(_bits(v, width)).count("1") for v in x]
+
+
+@cube.kernel
+def _float_bit_count(x, out):
+    out[0] = x[0].bit_count()
+
+
+def test_bit_count_of_a_float_is_refused():
+    """A float has no bit_count (in numba-cuda either): CompileError."""
+    with pytest.raises(cube.LaunchFailure) as info:
+        _run(_float_bit_count, np.ones(1), np.int64)
+    assert isinstance(info.value.root, cube.CompileError)

@@ -27,9 +27,8 @@ def test_ten_thousand_iterations_of_create_launch_free_do_not_grow():
     """A loop that creates handles, launches real compiled kernels on them (across two streams)
     and drops them reaches a steady state: after a warm-up, 10,000 more iterations leave live
     memory, ledger, dependency state, launch plans and cached views where they were, and the
-    bytes the pool holds never exceed the warm-up's high-water mark by more than a few blocks
-    (how many are in quarantine at a checkpoint depends on timing; a leak would grow by one
-    block per iteration)."""
+    bytes the pool holds never exceed the warm-up's high-water mark by more than the blocks a
+    loaded machine can have in flight (a leak would grow by one block per iteration)."""
     client = cube.client("cpu:4")
     other = client.set_stream(cube.StreamId.new())
     keep = client.create(np.ones(256))
@@ -55,6 +54,9 @@ def test_ten_thousand_iterations_of_create_launch_free_do_not_grow():
             client.sync()
             held.append(client.server.pool.held_bytes)
     assert _counts(client.server) == counts
-    assert max(held) <= high_water + 8 * BLOCK, (high_water, held)
+    # How far the issuing thread runs ahead of the workers, and so how many blocks are in flight
+    # or in quarantine at a checkpoint, depends on the machine's load (up to a few hundred seen
+    # on a busy 2-core machine); a leak of one block per iteration would be 10,000 more.
+    assert max(held) <= high_water + 512 * BLOCK, (high_water, held)
     expected = 1.0 + 2.0 * (sum(range(200)) + sum(range(10_000)))    # keep += out, out = 2k
     np.testing.assert_allclose(client.read(keep), np.full(256, expected))

@@ -46,64 +46,105 @@ def barrier_under_thread_if(a):
     a[i] = 1
 
 
-def test_barrier_under_unit_dependent_if():
-    """A barrier under a condition that depends on the unit is refused (line of the barrier)."""
-    err = refused(barrier_under_thread_if)
-    check(err, barrier_under_thread_if, "cuda.syncthreads()",
-          "cuda.syncthreads() under a unit-dependent condition")
-    assert f"line {line_of(barrier_under_thread_if, 'if i < 10')}" in str(err)
-
-
 @cuda.jit
 def barrier_in_memory_dependent_loop(a, flags):
     sm = cuda.shared.array(32, float64)
-    while flags[0] > 0:             # reads memory: not uniform by our rule
+    while flags[0] > 0:             # reads memory: not uniform by the static rule
         sm[cuda.threadIdx.x] = a[0]
         cuda.syncthreads()
 
 
-def test_barrier_in_loop_with_memory_read_condition():
-    """A loop condition that reads memory is not cube-uniform."""
-    err = refused(barrier_in_memory_dependent_loop)
-    check(err, barrier_in_memory_dependent_loop, "cuda.syncthreads()", "unit-dependent")
+def test_barriers_under_conditions_not_provably_uniform_translate():
+    """A barrier under an `if`/`while` whose condition the static rule cannot prove uniform
+    translates: whether the units agree is checked at run time (test_runtime_uniformity.py)."""
+    assert "__check_cube" in translate_source(barrier_under_thread_if.py_func)
+    assert "__check_cube" in translate_source(barrier_in_memory_dependent_loop.py_func)
 
 
 @cuda.jit
 def barrier_in_unit_loop(a):
     for k in range(cuda.threadIdx.x):
         cuda.syncthreads()
-    a[0] = 1
+    a[0] = k
 
 
 def test_barrier_in_loop_over_unit_dependent_range():
-    """A loop whose trip count depends on threadIdx cannot contain a barrier."""
+    """A `for` loop around a barrier whose range depends on threadIdx is refused when it cannot
+    become a run-time-checked `while` (here: its variable is read after the loop)."""
     err = refused(barrier_in_unit_loop)
     check(err, barrier_in_unit_loop, "cuda.syncthreads()", "unit-dependent")
 
 
 @cuda.jit
-def warp_shuffle(a):
+def warp_shuffle_with_width(a):
     i = cuda.grid(1)
-    v = cuda.shfl_down_sync(0xFFFFFFFF, a[i], 1)
+    v = cuda.shfl_down_sync(0xFFFFFFFF, a[i], 1, 16)
     a[i] = v
 
 
-def test_warp_shuffle_refused():
-    """Warp shuffles are refused, naming cuda.shfl_down_sync and its line."""
-    err = refused(warp_shuffle)
-    check(err, warp_shuffle, "shfl_down_sync", "cuda.shfl_down_sync")
+def test_warp_shuffle_width_argument_refused():
+    """numba-cuda's shuffles take no width (it is always 32): a fourth argument is refused,
+    naming cuda.shfl_down_sync and its line."""
+    err = refused(warp_shuffle_with_width)
+    check(err, warp_shuffle_with_width, "shfl_down_sync", "cuda.shfl_down_sync")
+    assert "width" in str(err)
 
 
 @cuda.jit
-def grid_sync(a):
+def grid_group_attribute(a):
     g = cuda.cg.this_grid()
+    a[0] = g.size
+
+
+def test_grid_group_other_than_sync_refused():
+    """Of a grid group only .sync() is supported; any other use is refused at its line."""
+    err = refused(grid_group_attribute)
+    check(err, grid_group_attribute, "g.size", "grid group")
+
+
+@cuda.jit
+def grid_sync_with_barrier_reduction(a):
+    g = cuda.cg.this_grid()
+    n = cuda.syncthreads_count(a[cuda.grid(1)] > 0)
     g.sync()
+    a[cuda.grid(1)] = n
 
 
-def test_grid_sync_refused():
-    """Cooperative groups / grid-wide sync are refused."""
-    err = refused(grid_sync)
-    check(err, grid_sync, "this_grid", "cuda.cg")
+def test_barrier_reduction_in_grid_sync_kernel_refused():
+    """syncthreads_count/and/or in a kernel that syncs the grid is refused (not implemented
+    in the CPU backend's grid mode)."""
+    err = refused(grid_sync_with_barrier_reduction)
+    check(err, grid_sync_with_barrier_reduction, "syncthreads_count",
+          "barrier reduction with grid sync")
+
+
+@cuda.jit
+def shuffle_in_conditional_expression(a):
+    i = cuda.grid(1)
+    a[i] = a[i] > 0 and cuda.shfl_sync(0xFFFFFFFF, a[i], 0)
+
+
+def test_warp_intrinsic_in_conditional_expression_refused():
+    """A warp intrinsic Python would evaluate only sometimes (right of and/or) is refused."""
+    err = refused(shuffle_in_conditional_expression)
+    check(err, shuffle_in_conditional_expression, "shfl_sync", "conditional expression")
+
+
+@cuda.jit
+def barrier_in_unit_dependent_loop_with_break(a):
+    tid = cuda.threadIdx.x
+    while a[tid] > 0:
+        cuda.syncthreads()
+        if a[tid] > 5:
+            break
+        a[tid] -= 1
+
+
+def test_break_out_of_a_masked_loop_refused():
+    """A `break` out of a loop with a run-time mask (its condition reads memory) is refused."""
+    err = refused(barrier_in_unit_dependent_loop_with_break)
+    check(err, barrier_in_unit_dependent_loop_with_break, "            break",
+          "'break' crossing a barrier region")
 
 
 @cuda.jit
@@ -128,16 +169,18 @@ def device_with_barrier(x):
 
 
 @cuda.jit
-def calls_device_with_barrier(a):
-    a[0] = device_with_barrier(a[0])
+def calls_device_with_barrier_lazily(a):
+    a[0] = a[1] > 0 and device_with_barrier(a[0])
 
 
-def test_barrier_in_device_function_refused():
-    """A barrier inside a device function is refused (it is not inlined); the line is the one
-    inside the device function."""
-    err = refused(calls_device_with_barrier)
-    assert "device function" in err.construct
-    assert err.lineno == line_of(device_with_barrier, "cuda.syncthreads()")
+def test_barrier_in_device_function_refused_where_it_cannot_be_inlined():
+    """A device function with a barrier is inlined into the kernel (tests/backends/cpu/
+    test_inline.py); where the call cannot be inlined (Python would evaluate it only sometimes,
+    right of and/or) it is refused, at the call."""
+    err = refused(calls_device_with_barrier_lazily)
+    check(err, calls_device_with_barrier_lazily, "device_with_barrier(a[0])",
+          "inlined device function call in a lazily evaluated expression")
+    assert "'device_with_barrier'" in str(err)
 
 
 @cuda.jit
@@ -152,15 +195,16 @@ def test_kernel_returning_a_value_refused():
 
 
 @cuda.jit
-def dynamic_shared(a):
-    sm = cuda.shared.array(0, float64)
-    sm[0] = a[0]
+def empty_2d_shared(a):
+    sm = cuda.shared.array((0, 2), float64)
+    sm[0, 0] = a[0]
 
 
-def test_dynamic_shared_memory_refused():
-    """`cuda.shared.array(0, ...)` (dynamic shared memory) is refused."""
-    err = refused(dynamic_shared)
-    check(err, dynamic_shared, "shared.array(0", "dynamic cuda.shared.array")
+def test_empty_shared_array_that_is_not_dynamic_refused():
+    """`cuda.shared.array((0, 2), ...)` has no elements and is not dynamic shared memory (only a
+    1-D array of size 0 is, see test_dynamic_shared.py): refused, as numba-cuda refuses it."""
+    err = refused(empty_2d_shared)
+    check(err, empty_2d_shared, "shared.array((0", "cuda.shared.array of size <= 0")
 
 
 @cuda.jit
@@ -190,27 +234,26 @@ def test_reserved_identifier_refused():
 
 
 @cuda.jit
-def half_add(a):
-    a[0] = cuda.fp16.hadd(a[0], a[1])
+def half_tanh_approx(a):
+    a[0] = cuda.fp16.htanh_approx(a[0])
 
 
 def test_unsupported_cuda_builtin_is_named():
     """Any CUDA builtin the backend lacks is refused under its own name."""
-    err = refused(half_add)
-    check(err, half_add, "cuda.fp16.hadd", "cuda.fp16.hadd")
+    err = refused(half_tanh_approx)
+    check(err, half_tanh_approx, "cuda.fp16.htanh_approx", "cuda.fp16.htanh_approx")
 
 
 @cuda.jit
-def barrier_reduction_in_condition(a):
-    while cuda.syncthreads_or(a[cuda.threadIdx.x] > 0):
-        a[cuda.threadIdx.x] -= 1
+def barrier_reduction_in_conditional(a):
+    a[cuda.threadIdx.x] = a[0] > 0 or cuda.syncthreads_or(a[cuda.threadIdx.x] > 0)
 
 
-def test_barrier_reduction_inside_an_expression_is_refused():
-    """syncthreads_count/and/or are supported as `name = cuda.syncthreads_or(p)` statements
-    only, not inside a loop condition."""
-    err = refused(barrier_reduction_in_condition)
-    check(err, barrier_reduction_in_condition, "syncthreads_or", "cuda.syncthreads_or")
+def test_barrier_reduction_in_a_conditional_expression_is_refused():
+    """syncthreads_count/and/or may sit inside expressions (they are hoisted into a statement),
+    but not where Python would evaluate them only sometimes (right of and/or)."""
+    err = refused(barrier_reduction_in_conditional)
+    check(err, barrier_reduction_in_conditional, "syncthreads_or", "cuda.syncthreads_or")
 
 
 def plain_python_helper(x):
@@ -230,15 +273,17 @@ def test_undefined_and_unsupported_globals():
 
 
 def test_missing_source_refused():
-    """A kernel without retrievable source (made by exec) is refused as 'missing source'."""
+    """A kernel without retrievable source (made by exec) is rebuilt from its bytecode (see
+    test_sourceless.py); what has no rebuilt form (a lambda) is refused, saying so."""
     ns = {"cuda": cuda}
     exec(textwrap.dedent("""
         def k(a):
-            a[cuda.grid(1)] = 1
+            f = lambda x: x
+            a[cuda.grid(1)] = f(1)
     """), ns)
     with pytest.raises(CompileError) as info:
         build_program(ns["k"])
-    assert info.value.construct == "missing source"
+    assert info.value.construct.endswith("without source")
 
 
 def test_njit_function_is_a_valid_device_function():

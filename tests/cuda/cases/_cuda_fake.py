@@ -13,8 +13,10 @@ wait on its producer's event runs *before* it and reads stale bytes. A stream wa
 event's record current at the time of ``cuStreamWaitEvent``, as in CUDA.
 
 What it does not model: real compilation (``FakeCompiler`` runs the kernel's Python function in
-the simulator; ``refuse_compile`` on a kernel function makes it fail), timing, shared-memory
-limits, concurrency inside a stream. Device pointers are real host addresses (NumPy buffers), so
+the simulator; ``refuse_compile`` on a kernel function makes it fail), timing, static shared
+memory, concurrency inside a stream. Dynamic shared memory it does model: ``cuLaunchKernel``'s
+``sharedMemBytes`` is recorded (``shared_bytes_launched``) and given to the simulated kernel, and
+a size above 48 KiB is refused unless ``cuFuncSetAttribute`` raised the function's limit first. Device pointers are real host addresses (NumPy buffers), so
 copies are ``memmove``.
 
 A kernel that raises inside the simulator (an out-of-bounds index) is a *sticky* device fault,
@@ -33,9 +35,10 @@ import threading
 import numpy as np
 from cuda.bindings import driver as _real
 
-from numba_cube.backends.cuda.launch_plan import ArgLayout, CompiledKernel, scalar_format
+from numba_cube.backends.cuda.launch_plan import ArgLayout, CompiledKernel, flat_leaves, scalar_format
 from numba_cube.backends.cuda.compiler import arg_kinds
 from numba_cube.backends.cuda.simulator import _SIMULATOR_LOCK, _isolated, uses_grid_sync
+from numba_cube.runtime.composite import RecordRef, TupleArg, TypedScalar
 
 R = _real.CUresult
 OK = R.CUDA_SUCCESS
@@ -65,15 +68,48 @@ class _Stream:
         self.capturing = None  # list of recorded kernel ops while capturing
 
 
+def _renest(template: tuple, leaves) -> list:
+    """The kernel's arguments from its decoded flat parameters: each composite of the launch
+    (``template``) rebuilt around the parameters it was flattened into."""
+    out = []
+    for a in template:
+        if type(a) is TupleArg:
+            items = _renest(a.items, leaves)
+            out.append(tuple(items) if a.cls is None else a.cls(*items))
+        elif type(a) is TypedScalar:
+            values = [next(leaves) for _ in a.leaves()]
+            if isinstance(a.value, np.generic):                 # a date: its int64
+                out.append(values[0].view(a.value.dtype))
+            else:                                               # an enum: its value's numbers
+                flat = [v.item() for v in values]
+                out.append(type(a.value)(flat[0] if len(flat) == 1 else _unflatten(a.value.value, flat)))
+        else:
+            out.append(next(leaves))
+    return out
+
+
+def _unflatten(like, flat: list):
+    """``flat`` numbers back in the (nested) tuple structure of ``like``."""
+    if not isinstance(like, tuple):
+        return flat.pop(0)
+    return tuple(_unflatten(v, flat) for v in like)
+
+
 class _Function:
     def __init__(self, py_func, args):
         from numba.cuda.simulator.kernel import FakeCUDAKernel
 
         self.fake = FakeCUDAKernel(_isolated(py_func, {}), device=False, fastmath=False)
         self.kinds = arg_kinds(args)
-        self.dtypes = [getattr(a, "dtype", None) for a in args]
+        # Per flattened parameter (tuples are their items, a record a pointer: launch_plan.py);
+        # ``template`` is what puts the decoded parameters back into tuples, records, enums.
+        self.template = args
+        self.dtypes = [a.binding.dtype if type(a) is RecordRef else getattr(a, "dtype", None)
+                       for a in flat_leaves(args)]
         self.layout = ArgLayout(self.kinds)
         self.name = getattr(py_func, "__name__", "kernel")
+        # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: 48 KiB less the static part until raised
+        self.max_dynamic_shared = FakeApi.DEFAULT_SHARED_PER_BLOCK
 
 
 class FakeApi:
@@ -92,6 +128,10 @@ class FakeApi:
     CUstreamCaptureMode = _real.CUstreamCaptureMode
     CUfunction_attribute = _real.CUfunction_attribute
 
+    #: shared memory per cube: without opting in (48 KiB), and the most with it (an H200's)
+    DEFAULT_SHARED_PER_BLOCK = 48 * 1024
+    MAX_SHARED_PER_BLOCK_OPTIN = 227 * 1024
+
     def __init__(self, devices: int = 2, sm_count: int = 4):
         self.devices = devices
         self.sm_count = sm_count
@@ -108,6 +148,7 @@ class FakeApi:
         self.calls = collections.Counter()
         self.launches = 0
         self.cooperative_launches = 0
+        self.shared_bytes_launched: list[int] = []   # cuLaunchKernel's sharedMemBytes, in order
         self.device_of_ctx = {1000 + d: d for d in range(devices)}
 
     # -- helpers -----------------------------------------------------------------------------------
@@ -168,8 +209,8 @@ class FakeApi:
         elif kind == "copy":
             ctypes.memmove(op[1], op[2], op[3])
         elif kind == "kernel":
-            _, func, grid, block, values = op
-            self._run_kernel(func, grid, block, values)
+            _, func, grid, block, values, shared = op
+            self._run_kernel(func, grid, block, values, shared)
 
     def _drain(self, done) -> int:
         while not done():
@@ -179,22 +220,32 @@ class FakeApi:
                 raise RuntimeError("fake driver: deadlock (a wait that nothing will satisfy)")
         return self.broken if self.broken is not None else OK
 
-    def _run_kernel(self, func: _Function, grid, block, values) -> None:
+    def _run_kernel(self, func: _Function, grid, block, values, shared: int = 0) -> None:
         from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 
         args = []
         for (kind, v), dtype in zip(values, func.dtypes):
             if kind == "array":
-                ptr, shape = v
-                nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-                raw = (ctypes.c_uint8 * max(nbytes, 1)).from_address(ptr)
-                arr = np.frombuffer(raw, np.uint8)[:nbytes].view(dtype).reshape(shape)
+                ptr, shape, strides = v
+                if 0 in shape:
+                    low = high = 0
+                else:
+                    low = sum((d - 1) * st for d, st in zip(shape, strides) if st < 0)
+                    high = dtype.itemsize + sum((d - 1) * st for d, st in zip(shape, strides) if st > 0)
+                raw = (ctypes.c_uint8 * max(high - low, 1)).from_address(ptr + low)
+                arr = np.ndarray(shape, dtype, np.frombuffer(raw, np.uint8), -low, strides)
                 args.append(FakeCUDAArray(arr) if arr.ndim else arr)
+            elif kind == "record":
+                raw = (ctypes.c_uint8 * dtype.itemsize).from_address(v)
+                # The record in device memory; a recarray's record has the attribute access
+                # the simulator gives only to a top-level one (also inside a tuple here).
+                args.append(np.frombuffer(raw, dtype).view(np.recarray)[0])
             else:
                 args.append(v)
+        args = _renest(func.template, iter(args))
         try:
             with _SIMULATOR_LOCK:
-                func.fake[grid, block](*args)
+                func.fake[grid, block, 0, shared](*args)
         except Exception as exc:  # noqa: BLE001 - a kernel fault breaks the context (sticky)
             self.broken = R.CUDA_ERROR_ILLEGAL_ADDRESS
             self.fault_reason = exc
@@ -217,13 +268,14 @@ class FakeApi:
                 assert meminfo == 0 and parent == 0, "meminfo/parent must be null"
                 assert itemsize == kind[2], f"itemsize {itemsize} != {kind[2]}"
                 assert nitems == int(np.prod(shape, dtype=np.int64)), "nitems does not match shape"
-                expect, stride = [], itemsize
-                for s in reversed(shape):
-                    expect.append(stride)
-                    stride *= s
-                assert strides == tuple(reversed(expect)), f"strides {strides} not C-contiguous"
-                values.append(("array", (ctypes.c_uint64.from_address(ptrs[k + 4]).value, shape)))
+                # (any strides: F-ordered, strided and broadcast views keep theirs, as
+                # numba-cuda packs them; the kernel is run over exactly those)
+                values.append(("array", (ctypes.c_uint64.from_address(ptrs[k + 4]).value, shape,
+                                         strides)))
                 k += 5 + 2 * ndim
+            elif kind[0] == "record":
+                values.append(("record", ctypes.c_uint64.from_address(ptrs[k]).value))
+                k += 1
             else:
                 fmt = scalar_format(kind[1])
                 parts = []
@@ -254,7 +306,22 @@ class FakeApi:
         return (OK, f"Fake GPU {dev}".encode())
 
     def cuDeviceGetAttribute(self, attr, dev):
+        if attr == _real.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN:
+            return (OK, self.MAX_SHARED_PER_BLOCK_OPTIN)
         return (OK, self.sm_count)
+
+    def cuFuncGetAttribute(self, attr, f):
+        if attr != _real.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
+            return (R.CUDA_ERROR_NOT_SUPPORTED, None)
+        return (OK, self.functions[int(f)].max_dynamic_shared)
+
+    def cuFuncSetAttribute(self, f, attr, value):
+        self.calls["cuFuncSetAttribute"] += 1
+        if attr != _real.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES \
+                or not 0 <= value <= self.MAX_SHARED_PER_BLOCK_OPTIN:
+            return (R.CUDA_ERROR_INVALID_VALUE,)
+        self.functions[int(f)].max_dynamic_shared = value
+        return (OK,)
 
     def cuDevicePrimaryCtxRetain(self, dev):
         return (OK, 1000 + int(dev))
@@ -396,8 +463,12 @@ class FakeApi:
             if bx * by * bz > 1024 or bz > 64 or gy > 65535 or gz > 65535 or min(gx, gy, gz, bx, by, bz) < 1:
                 return (R.CUDA_ERROR_INVALID_VALUE,)
             func = self.functions[int(f)]
-            self._enqueue(stream, ("kernel", func, (gx, gy, gz), (bx, by, bz), self._decode(func, int(params))))
+            if shmem > func.max_dynamic_shared:     # as a driver: above 48 KiB only once opted in
+                return (R.CUDA_ERROR_INVALID_VALUE,)
+            self._enqueue(stream, ("kernel", func, (gx, gy, gz), (bx, by, bz),
+                                   self._decode(func, int(params)), shmem))
             self.launches += 1
+            self.shared_bytes_launched.append(shmem)
             return (OK,)
 
     def cuLaunchCooperativeKernel(self, f, gx, gy, gz, bx, by, bz, shmem, stream, params):
@@ -453,7 +524,7 @@ class FakeCompiler:
     def __init__(self, api: FakeApi):
         self.api = api
 
-    def compile(self, key, py_func, name, args, options):
+    def compile(self, key, py_func, name, args, options, user_dispatcher=None):
         from numba_cube.errors import CompileError
 
         if getattr(py_func, "refuse_compile", False):
@@ -468,18 +539,26 @@ class FakeCompiler:
 
         # Which kernels need a cooperative launch is numba-cuda's answer on a GPU; here the same
         # question is asked of the Python code (does it use the grid group?).
-        return CompiledKernel(name, _real.CUfunction(fid), ArgLayout(arg_kinds(args)), 1024, 0, occupancy,
-                              func, cooperative=uses_grid_sync(py_func))
+        # Static shared memory is not compiled here: a kernel function may declare it for the
+        # fake (``static_shared_bytes``), as ``refuse_compile`` declares a compile failure.
+        static = getattr(py_func, "static_shared_bytes", 0)
+        func.max_dynamic_shared = FakeApi.DEFAULT_SHARED_PER_BLOCK - static
+        return CompiledKernel(name, _real.CUfunction(fid), ArgLayout(arg_kinds(args)), 1024, static,
+                              occupancy, func, cooperative=uses_grid_sync(py_func))
 
 
 class ForeignArray:
-    """A foreign library's device array (like a CuPy array) on the fake device."""
+    """A foreign library's device array (like a CuPy array) on the fake device. ``view``, where
+    given, is ``(byte offset, shape, byte strides)``: the array interface then describes that
+    strided view of the memory (which holds ``data``) instead of all of it."""
 
-    def __init__(self, api: FakeApi, data, device: int = 0, stream: int | None = LEGACY):
+    def __init__(self, api: FakeApi, data, device: int = 0, stream: int | None = LEGACY,
+                 view=None):
         data = np.ascontiguousarray(data)
         self.api = api
         self.shape = data.shape
         self.dtype = data.dtype
+        self.view = view
         api._local.ctx, saved = 1000 + device, getattr(api._local, "ctx", 0)
         try:
             self.ptr = api._alloc_host(data.nbytes, device)
@@ -490,6 +569,10 @@ class ForeignArray:
 
     @property
     def __cuda_array_interface__(self):
+        if self.view is not None:
+            offset, shape, strides = self.view
+            return {"shape": shape, "typestr": self.dtype.str, "data": (self.ptr + offset, False),
+                    "version": 3, "strides": strides, "stream": self.stream}
         return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.ptr, False),
                 "version": 3, "strides": None, "stream": self.stream}
 
@@ -505,12 +588,16 @@ class DLPackArray:
     """A foreign library's device array that speaks DLPack only (no array interface), on the fake
     device: ``__dlpack__`` returns a real ``DLManagedTensor`` capsule over fake-device memory."""
 
-    def __init__(self, api: FakeApi, data, device: int = 0, device_type: int = 2, strides=None):
+    def __init__(self, api: FakeApi, data, device: int = 0, device_type: int = 2, strides=None,
+                 shape=None):
+        """``strides`` (in elements, as DLPack counts them) and ``shape``, where given, describe
+        a view of the memory holding ``data`` instead of all of it."""
         from numba_cube.backends.cuda.dlpack import DLManagedTensor
 
         self.array = ForeignArray(api, data, device=device, stream=None)   # owns the memory
-        ndim = len(self.array.shape)
-        self._shape = (ctypes.c_int64 * max(ndim, 1))(*self.array.shape)
+        shape = self.array.shape if shape is None else tuple(shape)
+        ndim = len(shape)
+        self._shape = (ctypes.c_int64 * max(ndim, 1))(*shape)
         self._strides = None if strides is None else (ctypes.c_int64 * ndim)(*strides)
         self._managed = managed = DLManagedTensor()
         t = managed.dl_tensor

@@ -184,16 +184,19 @@ def test_dlpack_array_is_bound_without_a_copy(client, fake_api):
 
 @only("fake", "gpu", why="DLPack producers on a CUDA device")
 def test_dlpack_arrays_a_kernel_cannot_bind_are_refused(client, fake_api):
-    """A strided DLPack array, or one in host memory, raises LaunchArgumentError on the issuing
-    thread; nothing is queued and the device keeps working."""
+    """A DLPack array whose strides reach past the memory that holds it, or one in host memory,
+    raises LaunchArgumentError on the issuing thread; nothing is queued and the device keeps
+    working. (A strided array inside its memory is bound with its strides:
+    test_cuda_strided_arguments.py.)"""
     host = np.arange(32, dtype=np.float64)
     out = client.create(np.zeros(16))
-    strided, _ = _dlpack_array(fake_api, host[:16].copy(), strides=(2,))
-    with pytest.raises(LaunchArgumentError, match="C-contiguous"):
-        client.launch(copy_into, 1, 16, strided, out)
     if KIND == "fake":
         from _cuda_fake import DLPackArray
 
+        # 16 elements of memory, 16 elements 2 apart: the view reaches 15 elements past its end
+        past_the_end = DLPackArray(fake_api, host[:16].copy(), strides=(2,))
+        with pytest.raises(LaunchArgumentError, match="strides do not fit"):
+            client.launch(copy_into, 1, 16, past_the_end, out)
         on_host = DLPackArray(fake_api, host, device_type=1)
         with pytest.raises(LaunchArgumentError, match="CPU memory"):
             client.launch(copy_into, 1, 16, on_host, out)

@@ -1,0 +1,182 @@
+"""Barriers under conditions the static rule cannot prove uniform are decided at run time.
+
+When every unit of a cube agrees on the condition, the kernel runs as CUDA would (checked
+against NumPy); when they do not, the launch fails on its write set with a ``DivergenceError``
+(a ``CompileError``) naming the barrier's line, unrelated buffers stay readable and the device
+keeps working. Launches go through a CPU client (``cube.client("cpu")``) and, for the generated
+code's own variants, through ``build_program``.
+"""
+
+import numpy as np
+import pytest
+from numba import cuda
+
+import numba_cube as cube
+from numba_cube.backends.cpu.translate import build_program
+from numba_cube.backends.cpu.warps_runtime import DivergenceError
+from numba_cube.errors import CompileError, LaunchFailure
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cache_dir(tmp_path_factory):
+    """Generated modules go to a private temp dir, never to ~/.cache."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("NUMBA_CUBE_CACHE_DIR", str(tmp_path_factory.mktemp("cube_cache")))
+        yield
+
+
+def line_of(kernel, needle: str) -> int:
+    import inspect
+    lines, start = inspect.getsourcelines(kernel.py_func)
+    return start + next(k for k, text in enumerate(lines) if needle in text)
+
+
+@cuda.jit
+def flagged_reverse(flags, x, out):
+    """Reverse each cube's slice through shared memory, only in cubes whose flag is set."""
+    sm = cuda.shared.array(64, np.float64)
+    tid = cuda.threadIdx.x
+    i = cuda.grid(1)
+    if flags[cuda.blockIdx.x + tid * 0] > 0:      # reads memory: uniform only at run time
+        sm[tid] = x[i]
+        cuda.syncthreads()
+        out[i] = sm[cuda.blockDim.x - 1 - tid]
+    else:
+        out[i] = -1.0
+
+
+@pytest.mark.parametrize("variant", ["serial", "parallel"])
+def test_barrier_under_memory_condition_runs_when_units_agree(variant):
+    """A barrier under a condition read from memory runs when the whole cube agrees."""
+    prog = build_program(flagged_reverse.py_func)
+    flags = np.array([1, 0, 1, 1], np.int32)
+    x = np.arange(256.0)
+    out = np.zeros(256)
+    getattr(prog, variant)(4, 1, 1, 64, 1, 1, flags, x, out)
+    expected = np.where(np.repeat(flags, 64) > 0, x.reshape(4, 64)[:, ::-1].ravel(), -1.0)
+    np.testing.assert_array_equal(out, expected)
+
+
+@cuda.jit
+def per_unit_flag_barrier(flags, out):
+    sm = cuda.shared.array(64, np.int64)
+    tid = cuda.threadIdx.x
+    if flags[tid] > 0:
+        sm[tid] = tid
+        cuda.syncthreads()
+        out[tid] = sm[(tid + 1) % cuda.blockDim.x]
+
+
+@pytest.mark.parametrize("variant", ["serial", "parallel"])
+def test_divergent_barrier_is_a_typed_error_naming_the_line(variant):
+    """Units of one cube disagreeing on a barrier's condition raise DivergenceError (a
+    CompileError) whose message and lineno name the barrier's line."""
+    prog = build_program(per_unit_flag_barrier.py_func)
+    flags = np.ones(64, np.int32)
+    out = np.zeros(64, np.int64)
+    getattr(prog, variant)(1, 1, 1, 64, 1, 1, flags, out)
+    np.testing.assert_array_equal(out, (np.arange(64) + 1) % 64)
+    flags[17] = 0
+    with pytest.raises(DivergenceError) as info:
+        getattr(prog, variant)(1, 1, 1, 64, 1, 1, flags, out)
+    line = line_of(per_unit_flag_barrier, "cuda.syncthreads()")
+    assert isinstance(info.value, CompileError)
+    assert info.value.lineno == line
+    assert f"divergent barrier at line {line}" in str(info.value)
+
+
+def test_divergent_barrier_fails_the_write_set_and_breaks_nothing():
+    """Through a client: the divergent launch's output carries the DivergenceError, an
+    unrelated buffer stays readable, and the next launch into the same buffer repairs it."""
+    kernel = cube.kernel(per_unit_flag_barrier)
+    client = cube.client("cpu")
+    bad = np.ones(64, np.int32)
+    bad[5] = 0
+    flags_bad = client.create(bad)
+    flags_good = client.create(np.ones(64, np.int32))
+    out = client.empty(64, np.int64)
+    other = client.create(np.arange(10.0))
+    client.launch(kernel, 1, 64, flags_bad, out)
+    with pytest.raises(LaunchFailure) as info:
+        client.read(out)
+    assert isinstance(info.value.root, DivergenceError)
+    assert info.value.lineno == line_of(per_unit_flag_barrier, "cuda.syncthreads()")
+    np.testing.assert_array_equal(client.read(other), np.arange(10.0))
+    client.launch(kernel, 1, 64, flags_good, out)
+    np.testing.assert_array_equal(client.read(out), (np.arange(64) + 1) % 64)
+
+
+@cuda.jit
+def barrier_under_thread_if(a, n):
+    i = cuda.grid(1)
+    if i < n:
+        cuda.syncthreads()
+    a[i] = 1
+
+
+def test_unit_dependent_condition_agreeing_at_run_time():
+    """`if i < n: syncthreads()` runs when n covers the whole cube, and fails when it splits
+    it (numba-style launch: the failure raises at the call, as DivergenceError too)."""
+    kernel = cube.kernel(barrier_under_thread_if)
+    a = np.zeros(32, np.int64)
+    with cube.client("cpu"):
+        kernel[1, 32](a, 32)
+        assert np.all(a == 1)
+        with pytest.raises(DivergenceError):
+            kernel[1, 32](a, 10)
+
+
+@cuda.jit
+def countdown(counts, out):
+    """Every cube loops as many times as its count (read from memory), with barriers inside."""
+    sm = cuda.shared.array(32, np.int64)
+    tid = cuda.threadIdx.x
+    k = 0
+    while k < counts[cuda.blockIdx.x]:
+        sm[tid] = k + tid
+        cuda.syncthreads()
+        out[cuda.grid(1)] += sm[cuda.blockDim.x - 1 - tid]
+        cuda.syncthreads()
+        k += 1
+
+
+@pytest.mark.parametrize("variant", ["serial", "parallel"])
+def test_while_with_memory_condition_and_barriers(variant):
+    """A `while` around barriers whose trip count is read from memory (uniform per cube at run
+    time) gives NumPy's answer."""
+    prog = build_program(countdown.py_func)
+    counts = np.array([0, 3, 1, 5], np.int64)
+    out = np.zeros(128, np.int64)
+    getattr(prog, variant)(4, 1, 1, 32, 1, 1, counts, out)
+    tid = np.arange(32)
+    expected = np.concatenate([sum((k + 31 - tid) for k in range(c)) + 0 * tid
+                               for c in counts])
+    np.testing.assert_array_equal(out, expected)
+
+
+@cuda.jit
+def range_from_memory(counts, out):
+    sm = cuda.shared.array(32, np.int64)
+    tid = cuda.threadIdx.x
+    for k in range(counts[cuda.blockIdx.x * cuda.blockDim.x + tid]):
+        sm[tid] = k * tid
+        cuda.syncthreads()
+        out[cuda.grid(1)] += sm[cuda.blockDim.x - 1 - tid]
+        cuda.syncthreads()
+
+
+def test_for_range_from_memory_around_barriers():
+    """`for k in range(n)` around barriers with n read per unit from memory runs when every
+    unit of a cube reads the same n (NumPy reference), and is a DivergenceError otherwise."""
+    prog = build_program(range_from_memory.py_func)
+    per_cube = np.array([2, 0, 4], np.int64)
+    counts = np.repeat(per_cube, 32)
+    out = np.zeros(96, np.int64)
+    prog.serial(3, 1, 1, 32, 1, 1, counts, out)
+    tid = np.arange(32)
+    expected = np.concatenate([sum(k * (31 - tid) for k in range(c)) + 0 * tid
+                               for c in per_cube])
+    np.testing.assert_array_equal(out, expected)
+    counts[40] = 1
+    with pytest.raises(DivergenceError):
+        prog.serial(3, 1, 1, 32, 1, 1, counts, out)
