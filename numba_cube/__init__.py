@@ -29,7 +29,7 @@ import logging as _logging
 from .autotune import Tuner, TuneResult, autotune, pow2_bucket
 from .backends.base import BACKEND_API_VERSION
 from .errors import (BackendNotFound, CaptureError, CompileError, CubeError, CubeWarning, DeviceFault,
-                     DTypeError, ForeignHandleError, LaunchArgumentError, LaunchFailure,
+                     DivergenceError, DTypeError, ForeignHandleError, LaunchArgumentError, LaunchFailure,
                      LaunchModeError, LayoutError, OptionError, ShapeError, StreamIdError,
                      UnrecordedFailureWarning)
 from .hookspecs import hookimpl
@@ -61,7 +61,7 @@ __all__ = [
     "LaunchEvent", "TaskEvent", "add_observer", "remove_observer", "add_task_observer",
     "remove_task_observer", "hookimpl", "BACKEND_API_VERSION",
     # errors
-    "CubeError", "LaunchFailure", "CompileError", "ForeignHandleError", "CaptureError",
+    "CubeError", "LaunchFailure", "CompileError", "DivergenceError", "ForeignHandleError", "CaptureError",
     "DeviceFault", "BackendNotFound", "LaunchArgumentError", "DTypeError", "ShapeError",
     "LayoutError", "StreamIdError", "OptionError", "LaunchModeError",
     # warnings

@@ -6,7 +6,10 @@ code that does not know about numba_cube (the httpx / attrs convention)::
 
     CubeError
      ├── LaunchFailure          a buffer was not written; .root (the original exception), .kernel_id
-     ├── CompileError           the compile stage refused a kernel (wraps Numba's error)
+     ├── CompileError           the compile stage refused a kernel (wraps Numba's error, and is
+     │    │                     also of its class: CompileError[TypingError])
+     │    └── DivergenceError   units that must meet at a barrier or warp intrinsic did not
+     │                          (raised by the CPU backend's launch, naming the line)
      ├── ForeignHandleError     also a ValueError; raised on the issuing thread
      ├── CaptureError           raised by stop_capture / start_capture
      ├── DeviceFault            raised by sync(); the device or its thread is broken
@@ -40,6 +43,7 @@ __all__ = [
     "CubeError",
     "LaunchFailure",
     "CompileError",
+    "DivergenceError",
     "ForeignHandleError",
     "CaptureError",
     "DeviceFault",
@@ -47,6 +51,7 @@ __all__ = [
     "LaunchArgumentError",
     "DTypeError",
     "ShapeError",
+    "LayoutError",
     "StreamIdError",
     "OptionError",
     "LaunchModeError",
@@ -98,6 +103,30 @@ class CompileError(CubeError):
         extra = [b for b in type(self).__bases__ if not issubclass(b, CompileError)]
         return (_restore_compile_error, (self.args, self.construct, self.lineno, self.filename,
                                          extra[0] if extra else None))
+
+
+class DivergenceError(CompileError):
+    """Units that must reach a barrier, grid sync or warp intrinsic together did not.
+
+    Raised by a launch (so it lands on the launch's write set as the root of a
+    ``LaunchFailure``): the kernel translated, but at run time its units disagreed where CUDA
+    requires them to agree, so a GPU would hang or compute undefined values. ``lineno`` and
+    ``filename`` name the construct's line in the user's source.
+    """
+
+    def __init__(self, message: str, lineno: int | None = None, filename: str | None = None):
+        CompileError.__init__(self, message, construct="divergent synchronisation",
+                              lineno=lineno, filename=filename)
+
+    def __reduce__(self):
+        return (_restore_divergence, (self.args, self.lineno, self.filename))
+
+
+def _restore_divergence(args, lineno, filename):
+    err = BaseException.__new__(DivergenceError)
+    Exception.__init__(err, *args)
+    err.construct, err.lineno, err.filename = "divergent synchronisation", lineno, filename
+    return err
 
 
 def _restore_compile_error(args, construct, lineno, filename, cause_type):

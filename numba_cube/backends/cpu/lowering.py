@@ -12,9 +12,14 @@ CUDA                                  lowered
 ``gridDim`` ``.x/.y/.z``              geometry, parameters of the generated kernel)
 ``grid(n)``, ``gridsize(n)``          ``__nn(__bx * __bdx + __tx)``, ... (tuples for n = 2, 3)
 ``warpsize``, ``laneid``              ``32``, ``(__tid % 32)``
-``syncthreads()``, ``syncwarp()``     the barrier marker statement ``__syncthreads()``
+``syncthreads()``                     the barrier marker statement ``__syncthreads()``
 ``x = syncthreads_count(p)``          ``__sacc1 = 0; __sacc1 += (1 if p else 0); <barrier>;
-(and ``_and``, ``_or``)               x = __sacc1`` (cube-level counters, so ``x`` is uniform)
+(and ``_and``, ``_or``; inside an     x = __sacc1`` (cube-level counters, so ``x`` is uniform;
+expression: hoisted first)            ``warps.py`` hoists one out of an expression)
+warp intrinsics (``shfl_*_sync``,     warp exchange points, split like barriers, with their
+votes, ``match_*``, ``syncwarp``,     operands in per-unit arrays (``warps.py``, ``warps_emit``)
+``activemask``, ``lanemask_lt``)
+``cg.this_grid().sync()``             the grid-sync marker (phases over the whole grid)
 ``shared.array(shape, dtype)``        removed; recorded in ``shared`` (allocated once per worker
                                       chunk by ``fission``)
 ``local.array(shape, dtype)``         ``x = __local__('x')``, replaced later; recorded in ``local``
@@ -35,8 +40,8 @@ a nested ``def`` (closure)            inlined at each call (``inline_nested.py``
 ====================================  =========================================================
 
 Free names are frozen or imported through ``resolve.freeze``. Constructs the CPU backend cannot run
-(warp shuffles/votes, grid sync, dynamic shared memory, ``with``/``try``, lambdas, ...) raise
-``CompileError`` naming the construct and its line.
+(``with``/``try``, lambdas, a shuffle's ``width``, dynamic shared memory in a device function, ...)
+raise ``CompileError`` naming the construct and its line.
 
 Parameters that the body reassigns are renamed ``<p>__arg`` and re-bound by a first statement
 ``p = p__arg``: in the generated code one Python variable serves many units in turn, so a unit must

@@ -24,12 +24,17 @@ parallel variant.
 
 How a kernel is translated (details in the modules named):
 
-1. ``frontend``: read and parse the source, resolve free names (the CUDA module by identity).
-2. ``lowering``: CUDA builtins -> hidden names and helpers; globals frozen/imported (``resolve``).
+1. ``frontend``: read and parse the source (or, without source, rebuild the function from its
+   bytecode: ``sourceless*``), resolve free names (the CUDA module by identity).
+2. ``lowering``: CUDA builtins -> hidden names and helpers (``cudacalls``; warp intrinsics:
+   ``warps``; float16: ``fp16*``; ``math`` gaps: ``mathcalls``; vector types: ``vectors``);
+   device functions that need it are inlined (``inline*``, shapes proven constant by
+   ``constexpr``); globals frozen/imported (``resolve``, record arrays: ``records``).
 3. kernels without barriers or shared memory: ``flatten`` (one flat ``prange`` over all units,
    with the ``if i < n`` guard hoisted into the loop bounds); others: ``plan`` + ``fission``
-   (``prange`` over cubes, a unit loop per barrier-free region, uniformity and liveness analyses
-   from ``analysis``).
+   (``prange`` over cubes, a unit loop per region between barriers and warp exchanges, run-time
+   masks where uniformity is not proven: ``warps_emit``, ``warps_runtime``; uniformity and
+   liveness analyses from ``analysis``; dynamic shared memory: ``dynshared``).
 4. ``codegen`` prints the module; ``codecache`` writes it under its content hash and imports it.
 
 What is supported and what is refused is listed in ``SUPPORTED`` below and checked by the tests in

@@ -33,7 +33,7 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
-from numba_cube.errors import CompileError
+from numba_cube.errors import DivergenceError
 
 __all__ = ["DivergenceError", "mask_bounds", "snapshot", "check_cube", "vote", "match_any",
            "match_all", "activemask", "syncwarp"]
@@ -45,28 +45,8 @@ _FULL = 0xFFFFFFFF
 VOTE_ALL, VOTE_ANY, VOTE_EQ, VOTE_BALLOT = 0, 1, 2, 3
 
 
-class DivergenceError(CompileError):
-    """Units that must reach a barrier, grid sync or warp intrinsic together did not.
-
-    Raised by a launch (so it lands on the launch's write set as the root of a
-    ``LaunchFailure``): the kernel translated, but at run time its units disagreed where CUDA
-    requires them to agree, so a GPU would hang or compute undefined values. ``lineno`` and
-    ``filename`` name the construct's line in the user's source.
-    """
-
-    def __init__(self, message: str, lineno: int | None = None, filename: str | None = None):
-        CompileError.__init__(self, message, construct="divergent synchronisation",
-                              lineno=lineno, filename=filename)
-
-    def __reduce__(self):
-        return (_restore_divergence, (self.args, self.lineno, self.filename))
-
-
-def _restore_divergence(args, lineno, filename):
-    err = BaseException.__new__(DivergenceError)
-    Exception.__init__(err, *args)
-    err.construct, err.lineno, err.filename = "divergent synchronisation", lineno, filename
-    return err
+# DivergenceError lives in the exception tree (numba_cube.errors); the generated code imports it
+# from here with the helpers.
 
 
 # ---- small typed accessors -----------------------------------------------------------------

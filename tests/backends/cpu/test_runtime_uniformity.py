@@ -13,7 +13,7 @@ from numba import cuda
 
 import numba_cube as cube
 from numba_cube.backends.cpu.translate import build_program
-from numba_cube.backends.cpu.warps_runtime import DivergenceError
+from numba_cube.errors import DivergenceError
 from numba_cube.errors import CompileError, LaunchFailure
 
 

@@ -7,42 +7,13 @@ conditional expressions, short-circuit ``and``/``or``, slices, tuple unpacking a
 operators, and the order in which the bytecode evaluates things.
 """
 
-import textwrap
-
 import numpy as np
 import pytest
-from numba import cuda, float64, uint64
 
 from numba_cube.backends.cpu.translate import build_program
 from numba_cube.errors import CompileError
 
-VARIANTS = ["serial", "parallel"]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def cache_dir(tmp_path_factory):
-    """Generated modules go to a private temp dir."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("NUMBA_CUBE_CACHE_DIR", str(tmp_path_factory.mktemp("cube_cache")))
-        yield
-
-
-@pytest.fixture
-def rng():
-    return np.random.default_rng(20261201)
-
-
-def made(src, **names):
-    """The functions ``src`` defines, made by exec (no source anywhere)."""
-    ns = {"cuda": cuda, "np": np, "float64": float64, "uint64": uint64, **names}
-    exec(textwrap.dedent(src), ns)
-    return ns
-
-
-def launch(program, variant, grid, block, *args):
-    grid = tuple(grid) + (1,) * (3 - len(grid))
-    block = tuple(block) + (1,) * (3 - len(block))
-    getattr(program, variant)(*grid, *block, *args)
+from sourceless_helpers import VARIANTS, cache_dir, launch, made, rng  # noqa: F401 (fixtures)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

@@ -13,7 +13,7 @@ import pytest
 from numba import cuda
 
 from numba_cube.backends.cpu.translate import build_program
-from numba_cube.backends.cpu.warps_runtime import DivergenceError
+from numba_cube.errors import DivergenceError
 
 VARIANTS = ["serial", "parallel"]
 
