@@ -42,7 +42,7 @@ from typing import Callable, Iterable
 
 from ..errors import CompileError, LaunchArgumentError
 from .identity import Fingerprint, changed_parts, fingerprint
-from .options import kernel_options
+from .options import kernel_options, launch_extensions
 from .signatures import declared_signatures
 
 __all__ = ["Kernel", "kernel", "resolve_access"]
@@ -102,6 +102,9 @@ class Kernel:
         #: its own), else None: the CUDA backend then compiles through it, so numba-cuda's
         #: inspection tools (``d.inspect_asm()``, ``d.overloads``) see what numba_cube launched
         self.dispatcher = fn if not options and _is_cuda_dispatcher(fn) else None
+        #: numba-cuda's launch-time argument converters (``cuda.jit(extensions=...)``), run by
+        #: numba-style launches (``runtime/eager.py``); None without any
+        self.extensions = launch_extensions(fn, options)
         self.name = name or self.py_func.__name__
         sig = inspect.signature(self.py_func)
         self.params: tuple[str, ...] = tuple(sig.parameters)

@@ -7,12 +7,13 @@ and ``debug`` only). Options given directly win over the dispatcher's. Only opti
 from ``cuda.jit``'s defaults are kept, so ``cube.kernel(cuda.jit(f))`` is ``cube.kernel(f)``.
 
 A name ``cuda.jit`` does not know is an ``OptionError`` (a ``TypeError``, as for any unexpected
-keyword argument) naming it. ``device=True`` (a device function is not a kernel) and
-``extensions`` (argument converters numba-cuda runs at launch; numba_cube packs arguments itself,
-so it could not run them) are constructs it cannot compile as numba-cuda would: ``CompileError``.
+keyword argument) naming it. ``device=True`` (a device function is not a kernel) is a
+``CompileError``. ``extensions`` (argument converters numba-cuda runs at each launch) are not a
+compile option: they change no code, so they are kept apart (``launch_extensions``) and run by
+the numba-style launch (``runtime/eager.py``), as numba-cuda runs them.
 
 Which backend honours what: ``backends/cuda/compiler.py`` passes them to ``cuda.jit`` (refusing
-the two its launches cannot honour, ``boundscheck=True`` and ``debug=True``: ``jit_options``);
+``boundscheck=True``, as numba-cuda does: ``jit_options``);
 ``backends/cpu/server.py`` honours ``fastmath`` and ``boundscheck`` and ignores the rest (see
 ``cpu_flags``). Everywhere a client option of the same name (``cube.client("cpu",
 boundscheck=True)``) wins over the kernel's: one kernel object runs on several clients, and the
@@ -57,12 +58,19 @@ def kernel_options(fn, given: Mapping) -> dict:
     if unknown:
         raise OptionError(f"kernel {name!r}: unknown compile option(s) {', '.join(unknown)}; "
                           f"numba-cuda's cuda.jit takes {', '.join(sorted(KNOWN_OPTIONS))}")
-    if options.get("extensions"):
-        raise CompileError(f"kernel {name!r}: cuda.jit(extensions=...) converts arguments at "
-                           "launch, and numba_cube binds arguments itself, so it cannot run them; "
-                           "convert the arguments before the launch", construct="extensions")
-    options.pop("extensions", None)
+    options.pop("extensions", None)         # launch-time converters: ``launch_extensions``
     return {k: _frozen(v) for k, v in sorted(options.items())}
+
+
+def launch_extensions(fn, given: Mapping):
+    """The argument converters the launches of a kernel made from ``fn`` run (numba-cuda's
+    ``extensions``: objects with ``prepare_args(ty, val, stream=, retr=)``), or None. A wrapped
+    dispatcher's own list is returned itself, not copied: numba-cuda reads it at each launch, and
+    code appends to it after ``cuda.jit`` (``kernel.extensions.append(...)``)."""
+    if given.get("extensions") is not None:
+        return list(given["extensions"])
+    own = getattr(fn, "extensions", None)
+    return own if isinstance(own, list) else None
 
 
 def resolve(name: str, kernel_opts: Mapping, client_opts: Mapping, default=None):

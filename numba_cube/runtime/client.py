@@ -267,14 +267,17 @@ class Client:
         # launch was recorded, not lost.
         profiling.note_duration(prof, req.kernel.id, self._submit(req, blocking=True))
 
-    def launch_and_wait(self, kernel, count, dim, *args, shared_bytes: int = 0) -> None:
+    def launch_and_wait(self, kernel, count, dim, *args, shared_bytes: int = 0,
+                        extensions_done: bool = False) -> None:
         """Launch, wait for this launch (not for other work), and raise its ``LaunchFailure`` if it
         failed (its own failure, or the one it inherited from an input), whether or not it writes
         a buffer: what a numba-style ``kernel[count, dim](...)`` does. Inside a dry run it is
         compiled and skipped (the dry run lists a failure); on a stream that is capturing, it is
-        recorded. ``shared_bytes`` as for ``launch``."""
+        recorded. ``shared_bytes`` as for ``launch``. ``extensions_done``: the caller ran the
+        kernel's numba-cuda extensions on ``args`` (the numba-style launch does)."""
         outcome = LaunchOutcome()
-        req = self._request(kernel, count, dim, args, None, outcome, shared_bytes)
+        req = self._request(kernel, count, dim, args, None, outcome, shared_bytes,
+                            extensions_done)
         if req is None:
             return
         prof = profiling.active_profile(req.stream) if profiling.ACTIVE[0] else None
@@ -287,7 +290,8 @@ class Client:
         if outcome.failure is not None:
             raise outcome.failure.to_exception()
 
-    def _request(self, kernel, count, dim, args, raw, outcome, shared_bytes=0) -> LaunchRequest | None:
+    def _request(self, kernel, count, dim, args, raw, outcome, shared_bytes=0,
+                 extensions_done=False) -> LaunchRequest | None:
         """Gates 0-5 (module docstring): the request to submit, or None for a zero grid."""
         if shared_bytes or type(shared_bytes) is not int:   # gate 0 (the int 0 needs no check)
             shared_bytes = dynamic_shared_bytes(
@@ -302,6 +306,13 @@ class Client:
                 kernel = make_kernel(kernel)
             except TypeError as exc:
                 raise LaunchArgumentError(f"client.launch needs a kernel: {exc}") from None
+        if kernel.extensions and not extensions_done:
+            # numba-cuda runs them on the host values of a numba-style launch; run on device
+            # buffers they would see other objects (and a launch without them computes otherwise).
+            raise LaunchArgumentError(
+                f"kernel {kernel.name} has numba-cuda extensions (cuda.jit(extensions=...)), which "
+                "convert a numba-style launch's host arguments: launch it as "
+                "kernel[count, dim](...), which runs them as numba.cuda does")
         server = self.server
         bound = bind_arguments(server, self._own, kernel, args)            # gate 2
         count_binding = self._own(count.handle) if count.is_dynamic else None

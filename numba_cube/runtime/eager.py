@@ -15,6 +15,10 @@ copied back when the analysis says the tuple parameter is written). A structured
 (``arr[k]``, a NumPy record) is passed as numba.cuda passes it: by reference to a copy that is
 copied back into the caller's record after the launch, written or not.
 
+A kernel wrapped from a dispatcher with numba-cuda's ``extensions`` (launch-time argument
+converters) runs them first, as numba-cuda does: each argument goes through every extension's
+``prepare_args``, and what they leave in ``retr`` runs after the launch and the copy-backs.
+
 The call is synchronous, so its failure is raised right there, as ``LaunchFailure``, whether or
 not the launch writes a buffer that could carry it (a kernel with only scalar or read-only
 arguments that raises, reads out of bounds or does not compile): the launch is submitted blocking
@@ -137,6 +141,31 @@ def launch_eager(kernel, count, dim, *args, shared_bytes=0) -> None:
     from .registry import current_client
 
     client = current_client()
+    retr: list = []
+    if kernel.extensions:
+        args = _run_extensions(kernel.extensions, args, retr)
+    _launch_and_copy_back(client, kernel, count, dim, args, shared_bytes)
+    for write_back in retr:         # the extensions' own copy-backs, after ours, as numba-cuda
+        write_back()
+
+
+def _run_extensions(extensions, args: tuple, retr: list) -> tuple:
+    """Each argument through numba-cuda's ``extensions`` (``prepare_args(ty, val, stream=,
+    retr=)``, in order), as numba-cuda runs them before a launch: an extension may wrap a value
+    in an argument hint (``cuda.In``) or replace it; what it appends to ``retr`` runs after the
+    launch. (Its ``ty`` is Numba's type of the value: numba_cube has no declared one to give.)"""
+    from numba import typeof
+
+    out = []
+    for a in args:
+        ty = typeof(a)
+        for extension in extensions:
+            ty, a = extension.prepare_args(ty, a, stream=0, retr=retr)
+        out.append(a)
+    return tuple(out)
+
+
+def _launch_and_copy_back(client, kernel, count, dim, args, shared_bytes) -> None:
     converted, host, values = [], [], []
     for i, a in enumerate(args):
         a, rule = _unhint(a)
@@ -145,7 +174,8 @@ def launch_eager(kernel, count, dim, *args, shared_bytes=0) -> None:
     if host:
         _warn_implicit_copy(client, values)
     # raises the launch's own failure
-    client.launch_and_wait(kernel, count, dim, *converted, shared_bytes=shared_bytes)
+    client.launch_and_wait(kernel, count, dim, *converted, shared_bytes=shared_bytes,
+                           extensions_done=True)
     if not host:
         return
     ndims = tuple(a.ndim if isinstance(a, np.ndarray) else TUPLE if isinstance(a, tuple)

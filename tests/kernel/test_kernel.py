@@ -67,7 +67,8 @@ def test_debug_and_opt_options_are_read():
 
 def test_simulator_kernel_options_are_read():
     """The simulator's FakeCUDAKernel keeps fastmath, debug, device and extensions: fastmath and
-    debug are read as options, device=True and extensions are refused like the real ones."""
+    debug are read as options, device=True is refused like the real one, and extensions are the
+    kernel's launch-time converters, not options."""
     from numba.cuda.simulator.kernel import FakeCUDAKernel
 
     k = cube.kernel(FakeCUDAKernel(_fill, device=False, fastmath=True, debug=True))
@@ -76,8 +77,9 @@ def test_simulator_kernel_options_are_read():
     assert dict(cube.kernel(FakeCUDAKernel(_fill, device=False)).options) == {}
     with pytest.raises(CompileError, match="device function"):
         cube.kernel(FakeCUDAKernel(_fill, device=True))
-    with pytest.raises(CompileError, match="extensions"):
-        cube.kernel(FakeCUDAKernel(_fill, device=False, extensions=[object()]))
+    marker = object()
+    k = cube.kernel(FakeCUDAKernel(_fill, device=False, extensions=[marker]))
+    assert k.extensions == [marker] and dict(k.options) == {}
 
 
 @real_dispatcher
@@ -101,9 +103,10 @@ def test_unknown_option_is_refused_by_name():
 
 
 @real_dispatcher
-def test_device_function_and_extensions_are_refused():
-    """A device function is not a kernel, and argument extensions cannot run under numba_cube's
-    own argument packing: both are CompileErrors naming the option."""
+def test_device_function_is_refused_and_extensions_are_the_dispatchers_own_list():
+    """A device function is not a kernel (a CompileError naming it); a dispatcher's extensions
+    are kept as its live list (numba-cuda reads it at each launch, and code appends to it after
+    cuda.jit), and change neither the options nor the kernel id."""
     with pytest.raises(CompileError, match="device function"):
         cube.kernel(cuda.jit(device=True)(_fill))
 
@@ -111,8 +114,10 @@ def test_device_function_and_extensions_are_refused():
         def prepare_args(self, ty, val, **kwargs):
             return ty, val
 
-    with pytest.raises(CompileError, match="extensions"):
-        cube.kernel(cuda.jit(extensions=[Extension()])(_fill))
+    d = cuda.jit(extensions=[Extension()])(_fill)
+    k = cube.kernel(d)
+    assert k.extensions is d.extensions and dict(k.options) == {}
+    assert k.id == cube.kernel(cuda.jit(_fill)).id
 
 
 def test_a_kernel_cannot_be_rewrapped_with_other_options():

@@ -115,3 +115,46 @@ def test_dynamic_shared_memory_size_reaches_the_kernel_not_ignored():
         with pytest.raises(cube.LaunchArgumentError, match="dynamic shared memory"):
             _dynamic_size_into_first[1, 1, 0, -64](out)
     assert out[0] == 24
+
+
+class _DoubleScalars:
+    """A numba-cuda extension: doubles every float argument before the launch, and records
+    that its after-launch callback ran."""
+
+    def __init__(self):
+        self.called_back = []
+
+    def prepare_args(self, ty, val, stream=None, retr=None):
+        if isinstance(val, float):
+            retr.append(lambda: self.called_back.append(val))
+            return ty, 2.0 * val
+        return ty, val
+
+
+def _axpy_into(out, a, x):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a * x[i]
+
+
+def test_extensions_convert_arguments_of_numba_style_launches():
+    """A kernel's numba-cuda extensions run on each argument of ``kernel[grid, block](...)``, in
+    numba-cuda's order, and their write-back callbacks run after the launch; the result is
+    NumPy's for the converted value."""
+    ext = _DoubleScalars()
+    k = cube.kernel(_axpy_into, extensions=[ext])
+    x = np.arange(8.0)
+    out = np.zeros(8)
+    k[1, 8](out, 1.5, x)
+    np.testing.assert_array_equal(out, 3.0 * x)
+    assert ext.called_back == [1.5]
+
+
+def test_extensions_cannot_be_skipped_by_client_launch():
+    """client.launch takes device buffers, which extensions are not written for: a kernel with
+    extensions is refused there (LaunchArgumentError) rather than run without them."""
+    c = cube.client("cpu:3")
+    k = cube.kernel(_axpy_into, extensions=[_DoubleScalars()])
+    out, x = c.empty(8), c.create(np.arange(8.0))
+    with pytest.raises(cube.LaunchArgumentError, match="extensions"):
+        c.launch(k, 1, 8, out, 1.5, x)
