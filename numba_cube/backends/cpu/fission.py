@@ -17,10 +17,12 @@ is not known before Numba's type inference, so the first store of a chunk alloca
 ``support.replica(__nt, x)`` (typed from the value: ``np.full`` for numbers, a list for arrays and
 tuples) and parks it in a list ``x__l``. That list is created empty at chunk level: Numba refines
 an empty list's type from its first ``append``, and a name defined at chunk level is defined for
-every later use in source order, which Numba's bytecode analysis requires. ``x__ok`` says whether
-the replica exists yet; regions that run after a top-level region storing ``x`` skip that test,
-and a region that would still test it is printed twice: a loop with the tests and first-store
-allocations until every replica exists, and a loop without them from then on.
+every later use in source order, which Numba's bytecode analysis requires. Each cube starts by
+loading ``x__r = x__l[0]`` for the replicas that exist (once per cube, not per region: each load
+is a reference count update). ``x__ok`` says whether the replica exists yet; regions that run
+after a top-level region storing ``x`` skip that test, and a region that would still test it is
+printed twice: a loop with the tests and first-store allocations until every replica exists,
+and a loop without them from then on.
 Names that are pure functions of thread/block ids are recomputed instead
 (``analysis.remat_definitions``), and local arrays that outlive a region get one slice per unit
 (``x__r[__tid]``).
@@ -106,6 +108,12 @@ class CubeKernel:
         #: the generated code raises DivergenceError (codegen guards the parallel variant)
         self.may_raise = bool(self.exchanges or cube_plan.checks)
         self.imports = list(warps_emit.IMPORTS) if self.tracks_units else []
+        #: masked blocks that decide a full mask's agreement once (``spanned_contexts``), and
+        #: replicas that shuffles read up to 31 slots past the end (``REPLICA_PAD``)
+        self.spanned = warps_emit.spanned_contexts(self.exchanges, self.uniform)
+        self.padded = warps_emit.padded_values(self.exchanges, self.uniform)
+        if self.spanned:
+            self.imports.append(warps_emit.SPAN_IMPORT)
         # a unit's index in per-unit arrays: its id in the cube, or in the grid (grid mode)
         self.slot = SLOT if self.grid else LINEAR_TID
         self.total = "__NT" if self.grid else "__nt"
@@ -157,6 +165,7 @@ class CubeKernel:
                 # one pass over the grid, written as a loop so that the code has the shape of
                 # cube mode's: Numba then accepts the replicas' first assignment inside a branch
                 with w.indent("for __pass in range(min(__nb, 1)):"):
+                    self._load_replicas(w)
                     self._items(w, self.plan)
                 w.line()
                 return
@@ -169,8 +178,19 @@ class CubeKernel:
                 w.line("__bz = __bid // (__gdx * __gdy)")
                 if self.has_exit:
                     w.line("__exited[:] = False")
+                self._load_replicas(w)
                 self._items(w, self.plan)
         w.line()
+
+    def _load_replicas(self, w: Writer) -> None:
+        """Give every existing replica its variable, once per cube: a replica never changes
+        once allocated, and a region that allocates one assigns the variable itself. This
+        line is also the replica variable's first definition in source order, which Numba's
+        bytecode analysis requires of every later use. (Reloading in every region instead cost
+        the block-sum benchmark a sixth of its time: each load is a reference count update.)"""
+        for name in self.replicated:
+            with w.indent(f"if {name}__ok:"):
+                w.line(f"{name}__r = {name}__l[0]")
 
     @property
     def launch_params(self) -> list[str]:
@@ -223,15 +243,15 @@ class CubeKernel:
             elif isinstance(it, Check):
                 warps_emit.emit_check(w, it, fn, self.total, "__nt")
             elif isinstance(it, MaskedIf):
-                with w.indent(f"if {warps_emit.emit_bounds(w, it.mask, 1, self.total)}:"):
+                with w.indent(f"if {self._bounds(w, it.mask, 1)}:"):
                     self._items(w, it.body)
                 if it.orelse:
-                    with w.indent(f"if {warps_emit.emit_bounds(w, it.mask, 2, self.total)}:"):
+                    with w.indent(f"if {self._bounds(w, it.mask, 2)}:"):
                         self._items(w, it.orelse)
             elif isinstance(it, MaskedWhile):
-                with w.indent(f"while {warps_emit.emit_bounds(w, it.mask, 1, self.total)}:"):
+                with w.indent(f"while {self._bounds(w, it.mask, 1)}:"):
                     self._items(w, it.body)
-                    warps_emit.emit_bounds(w, it.mask, 1, self.total)
+                    self._bounds(w, it.mask, 1)
             elif isinstance(it, Ctrl):
                 node = it.node
                 if isinstance(node, ast.If):
@@ -246,6 +266,10 @@ class CubeKernel:
                     with w.indent("else:"):
                         self._items(w, it.orelse)
 
+    def _bounds(self, w: Writer, mask: str, sel: int) -> str:
+        group = "__nt" if (mask, sel) in self.spanned else None
+        return warps_emit.emit_bounds(w, mask, sel, self.total, group)
+
     def _region(self, w: Writer, region: Region) -> None:
         slot = self.slot
         loads, stores_ = self.loads[region.index], self.stores[region.index]
@@ -254,13 +278,9 @@ class CubeKernel:
         code, uses_flag = lower_returns(code, on_exit)
         mentioned = _mentioned(code)
         w.line(f"# region {region.index}")
-        shuffled = {n for r in region.live_in & mentioned & set(self.shuffles)
-                    for n in self.shuffles[r].inputs[1:] if n not in self.uniform}
-        for name in sorted(set(loads) | set(stores_) | shuffled):
-            with w.indent(f"if {name}__ok:"):
-                w.line(f"{name}__r = {name}__l[0]")
         skip = ([f"__exited[{slot}]"] if self.has_exit else []) + (
-            [f"{region.ctx[0]}[{slot}] != {region.ctx[1]}"] if region.ctx is not None else [])
+            [warps_emit.unselected(region.ctx, slot, region.ctx in self.spanned
+                                   and not self.grid)] if region.ctx is not None else [])
         allocated = self.allocated[region.index]
         pending = sorted((set(loads) | set(stores_)) - allocated)
         if not pending:
@@ -309,7 +329,9 @@ class CubeKernel:
                 with w.indent(f"if {name}__ok:"):
                     w.line(f"{name}__r[{slot}] = {name}")
                 with w.indent("else:"):
-                    w.line(f"{name}__l.append(__replica({self.total}, {name}))")
+                    size = self.total + (f" + {warps_emit.REPLICA_PAD}" if name in self.padded
+                                         else "")
+                    w.line(f"{name}__l.append(__replica({size}, {name}))")
                     w.line(f"{name}__r = {name}__l[0]")
                     w.line(f"{name}__ok = True")
 

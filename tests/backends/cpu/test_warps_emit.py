@@ -1,0 +1,162 @@
+"""The fast forms ``warps_emit`` prints for warp exchanges match CUDA's semantics (NumPy
+references).
+
+Shuffles with a uniform lane operand (``shfl_down_sync``, ``shfl_xor_sync``, ``shfl_sync``) read
+their source from a padded replica and select; masked blocks with a full-mask shuffle decide its
+agreement once (``mask_span``'s whole flag) and drop the per-unit mask test when the span is
+dense. Each kernel here runs those forms where they can go wrong: partial warps, lanes that
+exited before the shuffle or inside the masked block, spans with holes, offsets past 31 or
+negative, and warps split by the condition (which must still raise ``DivergenceError``).
+"""
+
+import numpy as np
+import pytest
+from numba import cuda
+
+from numba_cube.backends.cpu.translate import build_program, translate_source
+from numba_cube.errors import DivergenceError
+
+VARIANTS = ["serial", "parallel"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cache_dir(tmp_path_factory):
+    """Generated modules go to a private temp dir, never to ~/.cache."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("NUMBA_CUBE_CACHE_DIR", str(tmp_path_factory.mktemp("cube_cache")))
+        yield
+
+
+_programs: dict = {}
+
+
+def run(kernel, variant, grid, block, *args):
+    if kernel not in _programs:
+        _programs[kernel] = build_program(kernel.py_func)
+    getattr(_programs[kernel], variant)(grid, 1, 1, block, 1, 1, *args)
+
+
+def shuffle_reference(op, v, d, executes):
+    """CUDA's shuffle over one cube (``v`` per unit), with the CPU backend's definition of what
+    CUDA leaves undefined: a source lane outside the warp's live executing lanes gives the
+    reader's own value."""
+    nt = v.size
+    out = v.copy()
+    for t in range(nt):
+        lane = t % 32
+        src_lane = {"down": lane + (d & 31), "xor": lane ^ (d & 31), "idx": d & 31}[op]
+        src = t - lane + src_lane
+        if src_lane < 32 and src < nt and executes[src]:
+            out[t] = v[src]
+    return out
+
+
+@cuda.jit
+def shuffles_after_exit(x, keep, d, down, xor, idx):
+    i = cuda.threadIdx.x
+    if keep[i] == 0:
+        return
+    v = x[i] + cuda.blockIdx.x
+    a = cuda.shfl_down_sync(0xFFFFFFFF, v, d)
+    b = cuda.shfl_xor_sync(0xFFFFFFFF, v, d)
+    c = cuda.shfl_sync(0xFFFFFFFF, v, d)
+    down[cuda.grid(1)] = a
+    xor[cuda.grid(1)] = b
+    idx[cuda.grid(1)] = c
+
+
+def test_uniform_offset_shuffles_use_the_padded_read():
+    """The fast form is what the translator prints for a scalar offset (a select, no branch)."""
+    text = translate_source(shuffles_after_exit.py_func)
+    assert all(f"__xs{k} if __in{k} else __xo{k}" in text for k in (1, 2, 3))
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("d", [1, 5, 16, 31, 33, -1])
+def test_uniform_offset_shuffles_with_exits_and_partial_warp(variant, d,
+                                                             rng=np.random.default_rng(11)):
+    """down/xor/idx by a scalar lane operand in a 48-unit cube (warps of 32 and 16 lanes) where
+    some lanes returned first: each live lane gets its source's value, or its own where the
+    source is past the warp, the cube, or exited; the lane operand is taken modulo 32."""
+    nt, ncubes = 48, 2
+    keep = (rng.random(nt) < 0.75).astype(np.int32)
+    x = rng.random(nt)
+    down = np.full(nt * ncubes, -7.0)
+    xor = np.full(nt * ncubes, -7.0)
+    idx = np.full(nt * ncubes, -7.0)
+    run(shuffles_after_exit, variant, ncubes, nt, x, keep, d, down, xor, idx)
+    live = keep.astype(bool)
+    for out, op in ((down, "down"), (xor, "xor"), (idx, "idx")):
+        expected = [np.where(live, shuffle_reference(op, x + cube, d, live), -7.0)
+                    for cube in range(ncubes)]
+        np.testing.assert_array_equal(out, np.concatenate(expected))
+
+
+@cuda.jit
+def masked_shuffles(x, d, first_warp, out):
+    tid = cuda.threadIdx.x
+    out[tid] = -1.0
+    if tid // 32 == first_warp or tid >= 64:      # warp-uniform, not cube-uniform
+        v = x[tid]
+        for k in range(2):
+            v += cuda.shfl_down_sync(0xFFFFFFFF, v, d + k)
+            v += cuda.shfl_xor_sync(0xFFFFFFFF, v, d + k)
+        out[tid] = v
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("first_warp", [0, 1, 2])
+def test_masked_shuffles_dense_and_sparse_spans(variant, first_warp):
+    """Under a warp-uniform condition the selected slots are [0,32)+[64,80) (a span with a hole),
+    [32,80) or [64,80) (dense): shuffles read only lanes that execute them, in every case."""
+    nt, d = 80, 3
+    x = np.random.default_rng(first_warp).random(nt)
+    out = np.zeros(nt)
+    run(masked_shuffles, variant, 1, nt, x, d, first_warp, out)
+    tid = np.arange(nt)
+    chosen = (tid // 32 == first_warp) | (tid >= 64)
+    v = x.copy()
+    for k in range(2):
+        v = v + shuffle_reference("down", v, d + k, chosen)
+        v = v + shuffle_reference("xor", v, d + k, chosen)
+    np.testing.assert_allclose(out, np.where(chosen, v, -1.0), rtol=1e-15)
+
+
+@cuda.jit
+def cut_shuffle(x, cut, mask, out):
+    tid = cuda.threadIdx.x
+    if tid < cut:
+        if x[tid] < 0:
+            return                      # exits inside the block, after its span was taken
+        out[tid] = cuda.shfl_xor_sync(mask, x[tid], 1)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_full_mask_under_a_condition_that_splits_a_warp_is_divergent(variant):
+    """A full-mask shuffle under `if tid < cut:` runs when the cut is at a warp boundary and
+    raises DivergenceError naming its line when the cut splits a warp; a mask naming exactly the
+    executing lanes (0xFFFF for cut 16) runs."""
+    x = np.arange(64, dtype=np.float64)
+    out = np.zeros(64)
+    run(cut_shuffle, variant, 1, 64, x, 32, 0xFFFFFFFF, out)
+    np.testing.assert_array_equal(out, np.where(np.arange(64) < 32, x[np.arange(64) ^ 1], 0.0))
+    with pytest.raises(DivergenceError) as info:
+        run(cut_shuffle, variant, 1, 64, x, 16, 0xFFFFFFFF, np.zeros(64))
+    assert info.value.lineno == cut_shuffle.py_func.__code__.co_firstlineno + 6
+    out = np.zeros(64)
+    run(cut_shuffle, variant, 1, 64, x, 16, 0xFFFF, out)
+    np.testing.assert_array_equal(out, np.where(np.arange(64) < 16, x[np.arange(64) ^ 1], 0.0))
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_lanes_exiting_inside_the_block_keep_the_full_mask_valid(variant):
+    """Lanes that return inside the masked block before a full-mask shuffle are excused (CUDA's
+    rule for exited lanes): no DivergenceError, and a reader whose source exited gets its own
+    value."""
+    x = np.arange(64, dtype=np.float64)
+    x[[3, 10, 40]] = -1.0
+    out = np.zeros(64)
+    run(cut_shuffle, variant, 1, 64, x, 64, 0xFFFFFFFF, out)
+    live = x >= 0
+    expected = np.where(live, shuffle_reference("xor", x, 1, live), 0.0)
+    np.testing.assert_array_equal(out, expected)
