@@ -37,31 +37,40 @@ from numba.core.typing.templates import ConcreteTemplate, infer_global, signatur
 __all__ = ["fmod", "remainder", "nextafter", "modf", "fma", "substitute"]
 
 
+# The Python bodies below are the same functions for Python callers (the generated kernels call
+# the compiled versions registered further down): C's semantics, NaN where Python's math raises.
+
 def fmod(x, y):
-    """C's ``fmod`` (kernel-callable only)."""
-    raise NotImplementedError("numba_cube's math.fmod replacement runs in compiled kernels only")
+    """C's ``fmod``: the remainder with the sign of ``x``; NaN for ``y == 0`` or infinite ``x``."""
+    if y == 0 or math.isinf(x) or math.isnan(x) or math.isnan(y):
+        return math.nan
+    return math.fmod(x, y)
 
 
 def remainder(x, y):
-    """IEEE remainder (kernel-callable only)."""
-    raise NotImplementedError("numba_cube's math.remainder replacement runs in compiled kernels "
-                              "only")
+    """IEEE remainder (``x - n*y``, ``n`` the nearest integer, ties to even); NaN where C's is."""
+    if y == 0 or math.isinf(x) or math.isnan(x) or math.isnan(y):
+        return math.nan
+    return math.remainder(x, y)
 
 
 def nextafter(x, y):
-    """C's ``nextafter`` (kernel-callable only)."""
-    raise NotImplementedError("numba_cube's math.nextafter replacement runs in compiled kernels "
-                              "only")
+    """C's ``nextafter``: the next double after ``x`` towards ``y``."""
+    return math.nextafter(x, y)
 
 
 def modf(x):
-    """C's ``modf`` as ``(fractional, integral)`` (kernel-callable only)."""
-    raise NotImplementedError("numba_cube's math.modf replacement runs in compiled kernels only")
+    """C's ``modf`` as ``(fractional, integral)``, both with the sign of ``x``."""
+    return math.modf(x)
 
 
 def fma(a, b, c):
-    """``a * b + c`` with one rounding, as ``cuda.fma`` (kernel-callable only)."""
-    raise NotImplementedError("numba_cube's cuda.fma replacement runs in compiled kernels only")
+    """``a * b + c`` with one rounding, as ``cuda.fma``."""
+    if not all(math.isfinite(v) for v in (a, b, c)):
+        return a * b + c
+    from fractions import Fraction
+
+    return float(Fraction(a) * Fraction(b) + Fraction(c))
 
 
 _SUBSTITUTES = {math.fmod: fmod, math.remainder: remainder, math.nextafter: nextafter,

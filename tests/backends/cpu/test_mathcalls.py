@@ -149,3 +149,21 @@ def test_cuda_fma_rounds_once():
     want = [float(Fraction(x) * Fraction(y) + Fraction(z)) for x, y, z in zip(a, b, c)]
     np.testing.assert_array_equal(out, want)
     assert np.count_nonzero(out) > 1000               # twice-rounded a * b + c would be 0
+
+
+def test_python_bodies_have_the_kernels_semantics():
+    """Called from Python, the replacements answer as the compiled ones do (C's semantics):
+    fmod as NumPy's fmod, NaN for a zero divisor where Python's math raises, fma rounded once."""
+    import math
+    from fractions import Fraction
+
+    from numba_cube.backends.cpu import mathcalls
+
+    for x, y in [(5.5, 2.0), (-5.5, 2.0), (1.0, 0.0), (math.inf, 3.0)]:
+        with np.errstate(invalid="ignore"):
+            want = float(np.fmod(x, y))
+        got = mathcalls.fmod(x, y)
+        assert (math.isnan(want) and math.isnan(got)) or got == want
+    assert math.isnan(mathcalls.remainder(1.0, 0.0)) and mathcalls.remainder(5.5, 2.0) == -0.5
+    assert mathcalls.fma(0.1, 10.0, -1.0) == float(Fraction(0.1) * 10 - 1) != 0.1 * 10.0 - 1.0
+    assert mathcalls.modf(-2.5) == (-0.5, -2.0)
