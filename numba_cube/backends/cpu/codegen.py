@@ -6,7 +6,7 @@ notice changes in *other* files). Each kernel is printed twice:
 
 - ``<name>__par``: ``njit(parallel=True)``, ``prange`` over worker chunks;
 - ``<name>__ser``: ``njit(parallel=False)``, the same work in one piece, for small launches
-  (a small ``prange`` call can cost milliseconds of thread wake-up; research section 6).
+  (a small ``prange`` call can cost milliseconds of thread wake-up).
 
 They are two functions rather than two dispatchers of one function because Numba's cache index is
 keyed by function and signature, not by the ``parallel`` flag. Both call one ``<name>__chunk``
@@ -251,7 +251,7 @@ class Unit:
         plan = build_cube_plan(self.kernel_fn, kernel.body, seed, purity, grid)
         invariant = set(HIDDEN_IDS) | set(kernel.params)
         remat = remat_definitions(kernel.body, invariant, purity)
-        return CubeKernel(kernel, plan, remat)
+        return CubeKernel(kernel, plan, remat, purity)
 
     def _decorator(self, parallel: bool | None) -> str:
         opts = [] if parallel is None else [f"parallel={parallel}"]

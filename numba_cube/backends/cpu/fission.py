@@ -43,22 +43,22 @@ from __future__ import annotations
 
 import ast
 
-from contextlib import ExitStack, contextmanager
-
-from numba_cube.backends.cpu import dynshared, warps_emit
-from numba_cube.backends.cpu.analysis import stores
+from numba_cube.backends.cpu import dynshared, spans, warps_emit
+from numba_cube.backends.cpu.analysis import Purity, stores
 from numba_cube.backends.cpu.hidden import ACC_PREFIX, HIDDEN_IDS, LINEAR_TID, SLOT
 from numba_cube.backends.cpu.lowering import Lowered
 from numba_cube.backends.cpu.plan import (Check, CubePlan, Ctrl, Exchange, Flow, MaskedIf,
                                           MaskedWhile, Region, Uniform)
 from numba_cube.backends.cpu.unitcode import (RET_FLAG, Writer, lower_returns, parse_stmts,
                                               replace_local_markers)
+from numba_cube.backends.cpu.unitloops import unit_loops
 
 
 class CubeKernel:
     """Everything needed to print one kernel with split points (both its variants)."""
 
-    def __init__(self, lowered: Lowered, cube_plan: CubePlan, remat: dict[str, ast.expr]):
+    def __init__(self, lowered: Lowered, cube_plan: CubePlan, remat: dict[str, ast.expr],
+                 purity: Purity):
         self.lowered = lowered
         self.plan = cube_plan.items
         self.regions = regions = cube_plan.regions
@@ -112,7 +112,12 @@ class CubeKernel:
         #: replicas that shuffles read up to 31 slots past the end (``REPLICA_PAD``)
         self.spanned = warps_emit.spanned_contexts(self.exchanges, self.uniform)
         self.padded = warps_emit.padded_values(self.exchanges, self.uniform)
-        if self.spanned:
+        #: masks whose ones are a prefix or suffix of the cube, found by search (``spans``)
+        self.monotone = ({} if self.grid or self.has_exit else
+                         spans.monotone_masks(self.plan, self.remat, self.uniform, purity))
+        if self.monotone:
+            self.imports.append(spans.IMPORT)
+        if self.spanned or self.monotone:
             self.imports.append(warps_emit.SPAN_IMPORT)
         # a unit's index in per-unit arrays: its id in the cube, or in the grid (grid mode)
         self.slot = SLOT if self.grid else LINEAR_TID
@@ -215,15 +220,18 @@ class CubeKernel:
                 w.line(f"{d.name}__r = __np.empty(({self.total},) + {shape}, {d.dtype_expr})")
             else:
                 w.line(f"{d.name}__buf = __np.empty({d.shape}, {d.dtype_expr})")
+        # a padded shuffle read also loads the source slot's flags unconditionally (and drops
+        # them past the cube): those arrays get the same spare slots as its replica
+        flags = self.total + (f" + {warps_emit.REPLICA_PAD}" if self.padded else "")
         if self.has_exit or self.tracks_units:
-            w.line(f"__exited = __np.zeros({self.total}, __np.bool_)")
+            w.line(f"__exited = __np.zeros({flags}, __np.bool_)")
         if self.tracks_units:
             w.line(f"{warps_emit.TOP_MASK} = __np.ones({self.total}, __np.int8)")
         for mask in self.masks:
-            w.line(f"{mask} = __np.zeros({self.total}, __np.int8)")
+            w.line(f"{mask} = __np.zeros({flags}, __np.int8)")
         for ex in self.exchanges:
             if ex.k in self.snapshots:
-                w.line(f"{warps_emit.snapshot_array(ex)} = __np.zeros({self.total}, __np.bool_)")
+                w.line(f"{warps_emit.snapshot_array(ex)} = __np.zeros({flags}, __np.bool_)")
         for name in self.replicated:
             w.line(f"{name}__l = []")
             w.line(f"{name}__ok = False")
@@ -267,20 +275,44 @@ class CubeKernel:
                         self._items(w, it.orelse)
 
     def _bounds(self, w: Writer, mask: str, sel: int) -> str:
-        group = "__nt" if (mask, sel) in self.spanned else None
+        """Print the span of block ``mask == sel`` (and its flags, ``_knows_density``); returns
+        the test 'some unit is selected'."""
+        group = "__nt" if self._knows_density((mask, sel)) else None
+        if mask in self.monotone:
+            return spans.emit_bounds(w, mask, sel, self.monotone[mask], self.total)
         return warps_emit.emit_bounds(w, mask, sel, self.total, group)
 
     def _region(self, w: Writer, region: Region) -> None:
         slot = self.slot
-        loads, stores_ = self.loads[region.index], self.stores[region.index]
         code = replace_local_markers(region.code, self.local_replicated, slot)
         on_exit = parse_stmts(f"__exited[{slot}] = True") if self.has_exit else []
         code, uses_flag = lower_returns(code, on_exit)
-        mentioned = _mentioned(code)
         w.line(f"# region {region.index}")
-        skip = ([f"__exited[{slot}]"] if self.has_exit else []) + (
-            [warps_emit.unselected(region.ctx, slot, region.ctx in self.spanned
-                                   and not self.grid)] if region.ctx is not None else [])
+        skip = [f"__exited[{slot}]"] if self.has_exit else []
+        if region.ctx is None:
+            self._allocating_loops(w, region, code, skip, uses_flag)
+            return
+        mask, sel = region.ctx
+        skip_unselected = skip + [f"{mask}[{slot}] != {sel}"]
+        if not self._knows_density(region.ctx):
+            self._allocating_loops(w, region, code, skip_unselected, uses_flag)
+            return
+        # A mask whose selected slots fill their span (``dense_flag``, decided once per block)
+        # needs no per-unit test. The loop is printed with and without it rather than leaving
+        # the choice to LLVM, which does not always unswitch it (measured: a tenth of the warp
+        # block-sum benchmark).
+        with w.indent(f"if {warps_emit.dense_flag(mask, sel)}:"):
+            self._allocating_loops(w, region, code, skip, uses_flag)
+        with w.indent("else:"):
+            self._allocating_loops(w, region, code, skip_unselected, uses_flag)
+
+    def _knows_density(self, ctx) -> bool:
+        """Do the bounds of block ``ctx`` compute its ``dense_flag``?"""
+        return not self.grid and (ctx in self.spanned or ctx[0] in self.monotone)
+
+    def _allocating_loops(self, w: Writer, region: Region, code, skip, uses_flag) -> None:
+        loads, stores_ = self.loads[region.index], self.stores[region.index]
+        mentioned = _mentioned(code)
         allocated = self.allocated[region.index]
         pending = sorted((set(loads) | set(stores_)) - allocated)
         if not pending:
@@ -301,68 +333,45 @@ class CubeKernel:
         """One loop over the units running ``code``; replicas not in ``allocated`` are tested
         (loads) or allocated on first store."""
         slot = self.slot
-        with self._unit_loops(w, region, mentioned):
-            if skip:
-                with w.indent(f"if {' or '.join(skip)}:"):
-                    w.line("continue")
-            if uses_flag:
-                w.line(f"{RET_FLAG} = False")
-            self._remat(w, region.live_in, mentioned)
-            for name in sorted(region.live_in & set(self.shuffles) & mentioned):
-                ex = self.shuffles[name]
-                for line in warps_emit.shuffle_read(ex, self.uniform, slot, self.has_exit,
-                                                    ex.k in self.snapshots):
-                    w.line(line)
-            for name in sorted(region.live_in & self.local_replicated & mentioned):
+        outer, w = w, Writer()          # the body first: its text decides the loops' shape
+        if skip:
+            with w.indent(f"if {' or '.join(skip)}:"):
+                w.line("continue")
+        if uses_flag:
+            w.line(f"{RET_FLAG} = False")
+        self._remat(w, region.live_in, mentioned)
+        for name in sorted(region.live_in & set(self.shuffles) & mentioned):
+            ex = self.shuffles[name]
+            for line in warps_emit.shuffle_read(ex, self.uniform, slot, self.has_exit,
+                                                ex.k in self.snapshots):
+                w.line(line)
+        for name in sorted(region.live_in & self.local_replicated & mentioned):
+            w.line(f"{name} = {name}__r[{slot}]")
+        for name in self.loads[region.index]:
+            if name in allocated:
                 w.line(f"{name} = {name}__r[{slot}]")
-            for name in self.loads[region.index]:
-                if name in allocated:
-                    w.line(f"{name} = {name}__r[{slot}]")
-                    continue
-                with w.indent(f"if {name}__ok:"):
-                    w.line(f"{name} = {name}__r[{slot}]")
-            w.code(code)
-            for name in self.stores[region.index]:
-                if name in allocated:
-                    w.line(f"{name}__r[{slot}] = {name}")
-                    continue
-                with w.indent(f"if {name}__ok:"):
-                    w.line(f"{name}__r[{slot}] = {name}")
-                with w.indent("else:"):
-                    size = self.total + (f" + {warps_emit.REPLICA_PAD}" if name in self.padded
-                                         else "")
-                    w.line(f"{name}__l.append(__replica({size}, {name}))")
-                    w.line(f"{name}__r = {name}__l[0]")
-                    w.line(f"{name}__ok = True")
-
-    @contextmanager
-    def _unit_loops(self, w: Writer, region: Region, mentioned: set[str]):
-        """Open the loops over the units of the cube (of every cube, in grid mode)."""
-        with ExitStack() as stack:
-            if self.grid:
-                stack.enter_context(w.indent("for __bid in range(__nb):"))
-                w.line("__bx = __bid % __gdx")
-                w.line("__by = __bid // __gdx % __gdy")
-                w.line("__bz = __bid // (__gdx * __gdy)")
-                for d in self.lowered.shared:
-                    if d.name in mentioned:
-                        w.line(f"{d.name} = {d.name}__g[__bid]")
-            stack.enter_context(w.indent("for __tz in range(__bdz):"))
-            stack.enter_context(w.indent("for __ty in range(__bdy):"))
-            w.line("__tbase = (__tz * __bdy + __ty) * __bdx")
-            if region.ctx is not None and not self.grid:
-                # only the slots the mask spans (its span is a run of linear ids)
-                lo, hi = warps_emit.bounds(*region.ctx)
-                stack.enter_context(w.indent(f"for __tx in range(max(0, {lo} - __tbase), "
-                                             f"min(__bdx, {hi} - __tbase)):"))
-            else:
-                stack.enter_context(w.indent("for __tx in range(__bdx):"))
-            w.line("__tid = __tbase + __tx")
-            if self.grid:
-                w.line(f"{SLOT} = __bid * __nt + __tid")
-            elif SLOT in mentioned:
-                w.line(f"{SLOT} = __tid")
-            yield
+                continue
+            with w.indent(f"if {name}__ok:"):
+                w.line(f"{name} = {name}__r[{slot}]")
+        w.code(code)
+        for name in self.stores[region.index]:
+            if name in allocated:
+                w.line(f"{name}__r[{slot}] = {name}")
+                continue
+            with w.indent(f"if {name}__ok:"):
+                w.line(f"{name}__r[{slot}] = {name}")
+            with w.indent("else:"):
+                size = self.total + (f" + {warps_emit.REPLICA_PAD}" if name in self.padded
+                                     else "")
+                w.line(f"{name}__l.append(__replica({size}, {name}))")
+                w.line(f"{name}__r = {name}__l[0]")
+                w.line(f"{name}__ok = True")
+        span = warps_emit.bounds(*region.ctx) if region.ctx is not None else None
+        shared = [d.name for d in self.lowered.shared if d.name in mentioned]
+        with unit_loops(outer, w.text(), grid=self.grid, span=span, shared=shared,
+                        slot=SLOT in mentioned):
+            for line in w.lines:
+                outer.line(line)
 
     def _remat(self, w: Writer, live_in: set[str], mentioned: set[str]) -> None:
         """Recompute live-in rematerialisable names (dependencies first)."""

@@ -78,15 +78,6 @@ def dense_flag(mask: str, sel: int) -> str:
     return f"{mask}d{sel}"
 
 
-def unselected(ctx: tuple[str, int], slot: str, spanned: bool) -> str:
-    """The test 'unit ``slot`` is not selected by ``ctx``' of a region's unit loop over the
-    span; with the span's ``dense_flag`` (``spanned``) it is decided once for the loop, which
-    LLVM then unswitches into a loop without the per-unit load and branch."""
-    mask, sel = ctx
-    test = f"{mask}[{slot}] != {sel}"
-    return f"(not {dense_flag(mask, sel)} and {test})" if spanned else test
-
-
 def emit_bounds(w: Writer, mask: str, sel: int, total: str, group: str | None = None) -> str:
     """Compute the span of ``mask == sel`` (and, given the slots of a cube ``group``, its
     ``whole_flag``); returns the test 'some unit is selected'."""
@@ -247,13 +238,15 @@ def _padded_read(ex: Exchange, slot: str, exits: bool, snapshot: bool) -> list[s
     lines = [f"{d} = ({ex.inputs[2]}) & 31"]
     if ex.op == "shfl_down_sync":
         lines.append(f"{other} = {slot} + {d}")
-        in_cube = f"(__tid & 31) + {d} < 32 and __tid + {d} < __nt"
+        in_cube = [f"(__tid & 31) + {d} < 32", f"__tid + {d} < __nt"]
     else:
         lines += ["__lane = __tid & 31", f"{src} = __lane ^ {d}" if ex.op == "shfl_xor_sync"
                   else f"{src} = {d}", f"{other} = {slot} - __lane + {src}"]
-        in_cube = f"__tid - __lane + {src} < __nt"
-    # the source's mask and exit flags are read only when it is inside the cube (short circuit)
-    lines += [f"{inside} = {' and '.join([in_cube] + _executes(ex, other, exits, snapshot))}",
+        in_cube = [f"__tid - __lane + {src} < __nt"]
+    # no short circuit (a branch per unit): the source's mask and exit flags are loaded even
+    # past the cube, from the spare slots their arrays get too (``CubeKernel._chunk_prologue``)
+    terms = in_cube + _executes(ex, other, exits, snapshot)
+    lines += [f"{inside} = {' & '.join(f'({t})' for t in terms)}",
               f"__xs{k} = {value}__r[{other}]", f"__xo{k} = {value}__r[{slot}]",
               f"{result} = __xs{k} if {inside} else __xo{k}"]
     return lines

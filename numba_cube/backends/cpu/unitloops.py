@@ -1,0 +1,70 @@
+"""The loops over a cube's units that every region of a fissioned kernel runs in (``fission.py``).
+
+A region's body is written first; its text then decides the loops' shape:
+
+- a body that names the unit's coordinates (``__tx``, ``__ty``, ``__tz``) runs in three nested
+  loops over ``blockDim.z``, ``.y`` and ``.x``, with the slot ``__tid = __tbase + __tx``;
+- any other body runs in one loop over the slots ``__tid`` (the same units in the same order:
+  slots are linear thread ids), which LLVM vectorizes more readily (measured: the loops under
+  ``if tid < 32:`` of the warp block-sum benchmark, and the scan steps of a shared-memory
+  compaction).
+
+Under a run-time mask the loops cover only the mask's span ``[lo, hi)`` of slots; in grid mode
+(``fission.py``'s docstring) the loops sit inside a loop over every cube of the grid, which first
+selects that cube's shared arrays, and the per-unit arrays are indexed by the grid-wide slot.
+"""
+
+from __future__ import annotations
+
+import re
+from contextlib import ExitStack, contextmanager
+
+from numba_cube.backends.cpu.hidden import SLOT
+from numba_cube.backends.cpu.unitcode import Writer
+
+#: the unit's coordinates in the cube, which only the three nested loops define
+_COORDINATES = re.compile(r"\b__t[xyz]\b|\b__tbase\b")
+
+
+def needs_coordinates(body: str) -> bool:
+    """Does the generated ``body`` name ``__tx``, ``__ty``, ``__tz`` (or their row base)?"""
+    return _COORDINATES.search(body) is not None
+
+
+@contextmanager
+def unit_loops(w: Writer, body: str, *, grid: bool, span: tuple[str, str] | None,
+               shared: list[str], slot: bool):
+    """Open the loops for ``body`` (its text); ``span``: the names of the mask's slot bounds,
+    or None; ``shared``: the shared arrays the body names (grid mode selects the cube's);
+    ``slot``: the body uses ``__slot`` (always defined in grid mode)."""
+    with ExitStack() as stack:
+        if grid:
+            stack.enter_context(w.indent("for __bid in range(__nb):"))
+            w.line("__bx = __bid % __gdx")
+            w.line("__by = __bid // __gdx % __gdy")
+            w.line("__bz = __bid // (__gdx * __gdy)")
+            for name in shared:
+                w.line(f"{name} = {name}__g[__bid]")
+        # a span is a run of slots in one cube: grid mode's slots span cubes, so it loops over
+        # every unit there and the body skips the ones the mask leaves out
+        if span is not None and grid:
+            span = None
+        if not needs_coordinates(body):
+            bounds = ", ".join(span) if span is not None else "__nt"
+            stack.enter_context(w.indent(f"for __tid in range({bounds}):"))
+        else:
+            stack.enter_context(w.indent("for __tz in range(__bdz):"))
+            stack.enter_context(w.indent("for __ty in range(__bdy):"))
+            w.line("__tbase = (__tz * __bdy + __ty) * __bdx")
+            if span is not None:
+                lo, hi = span
+                stack.enter_context(w.indent(f"for __tx in range(max(0, {lo} - __tbase), "
+                                             f"min(__bdx, {hi} - __tbase)):"))
+            else:
+                stack.enter_context(w.indent("for __tx in range(__bdx):"))
+            w.line("__tid = __tbase + __tx")
+        if grid:
+            w.line(f"{SLOT} = __bid * __nt + __tid")
+        elif slot:
+            w.line(f"{SLOT} = __tid")
+        yield
