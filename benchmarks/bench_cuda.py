@@ -210,9 +210,8 @@ def launch_host_time():
     req = LaunchRequest(K4, cube.CubeCount.coerce(1), cube.CubeDim.coerce(32),
                         (ha.binding(), hb.binding(), hc.binding(), np.int64(n)), None, client.stream_id,
                         LaunchMode.EXECUTE, ())
-    plan = server._cuda_plan(req)
     drv = server.driver.api
-    lp = plan.launch
+    lp = server.launch_plan_of(req)
     handle = server.streams.handle_of(client.stream_id)
     func, addr = lp.kernel.function, lp.block.address
     cases["raw"] = (lambda: drv.cuLaunchKernel(func, 1, 1, 1, 32, 1, 1, 0, handle, addr, 0), sync)

@@ -19,7 +19,7 @@ dependencies from the buffers launches bind, and offers dry runs, graphs and aut
     client.launch(axpy, (1000 + 255) // 256, 256, 2.0, x, y, out)
     client.read(out)
 
-Every public name is re-exported here explicitly; ``__all__`` is the contract (api.md).
+Every public name is re-exported here explicitly; ``__all__`` is the contract (API.md lists them).
 """
 
 from __future__ import annotations
@@ -33,17 +33,46 @@ from .errors import (BackendNotFound, CaptureError, CompileError, CubeError, Cub
                      LaunchModeError, LayoutError, OptionError, ShapeError, StreamIdError,
                      UnrecordedFailureWarning)
 from .hookspecs import hookimpl
-from .kernel.kernel import Kernel, kernel
+from .kernel.kernel import Kernel, kernel, set_numba_style_launch as _set_numba_style_launch
 from .runtime.client import Client
 from .runtime.geometry import CubeCount, CubeDim
 from .runtime.handle import Handle
 from .runtime.modes import LaunchMode, dry_run, launch_mode, real_run
 from .runtime.observers import (LaunchEvent, TaskEvent, add_observer, add_task_observer,
                                 remove_observer, remove_task_observer)
-from .runtime.registry import backends, client, use
+from .runtime.registry import backends, client, connect_plugins as _connect_plugins, use
 from .runtime.streams import StreamId, stream
 
 __version__ = "0.1.0"
+
+
+# -- wiring -----------------------------------------------------------------------------------
+# Two layers call up into a layer above them, which hands itself in here instead of being imported
+# from below (tests/test_layering.py keeps the import graph free of cycles). Both imports are
+# deferred to the first call, so `import numba_cube` loads neither Numba nor the plugins.
+def _launch_numba_style(kernel_, count, dim, *args, shared_bytes=0) -> None:
+    """``kernel[count, dim](*args)``: the runtime's numba-style launch (``runtime/eager.py``)."""
+    from .runtime.eager import launch_eager
+
+    launch_eager(kernel_, count, dim, *args, shared_bytes=shared_bytes)
+
+
+def _start_plugins() -> None:
+    """The registry's first use of backends or clients starts the plugin manager."""
+    from .plugins import get_plugin_manager
+
+    get_plugin_manager()
+
+
+def _announce_client(new_client) -> None:
+    """The registry made a client: the ``numba_cube_client_created`` hook."""
+    from .plugins import notify_client_created
+
+    notify_client_created(new_client)
+
+
+_set_numba_style_launch(_launch_numba_style)
+_connect_plugins(_start_plugins, _announce_client)
 
 # A library logs, it does not configure logging: the application decides where records go.
 _logging.getLogger("numba_cube").addHandler(_logging.NullHandler())

@@ -1,4 +1,4 @@
-"""Autotune: pick the fastest of several candidate implementations, once per key (runtime.md 7).
+"""Autotune: pick the fastest of several candidate implementations, once per key (CONTRACT.md 7).
 
 A ``Tuner`` holds a table of candidates for one operation and a key function of the inputs (sizes
 rounded to powers of two with ``pow2_bucket``, so nearby shapes share a result)::
@@ -31,7 +31,7 @@ A result is only as good as the code it measured, and the key above does not see
 candidate launches (a kernel table filled by a factory, a kernel edited in another module). So
 each result records the kernel ids (``Kernel.id``: the compiled code) its winner launched while
 it was tuned (``TuneResult.launched``), and every call that reuses a result, from memory or from
-disk, watches the winner's launches (``testing.record_launches``): a kernel id it did not launch
+disk, watches the winner's launches (``runtime/launch_log.py``): a kernel id it did not launch
 when tuned means the code changed, so the result is dropped (memory and disk) and the key is
 tuned again at once. The call itself has already run the current code, so its outputs are right
 either way; only the choice was stale. Launching *fewer* kernels (a zero-size launch is skipped,
@@ -52,10 +52,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from . import config, testing
+from . import config
 from .autotune_store import ResultStore
 from .errors import LaunchFailure
 from .runtime.handle import Handle
+from .runtime.launch_log import record_launches
 from .runtime.modes import dry_run, real_run
 
 __all__ = ["Tuner", "autotune", "pow2_bucket", "TuneResult"]
@@ -118,7 +119,7 @@ class Tuner:
 
     def __call__(self, client, *args, **kwargs):
         result = self.tune(client, *args, **kwargs)
-        with testing.record_launches() as ids:
+        with record_launches() as ids:
             outcome = self.candidates[result.best](client, *args, **kwargs)
         if not result.launched.issuperset(ids):        # the winner's code changed: retune
             self._retune(client, args, kwargs, result, frozenset(ids))
@@ -170,7 +171,7 @@ class Tuner:
         with dry_run():                                   # step 1: compile them all
             for name in names:
                 try:
-                    with testing.record_launches() as ids:
+                    with record_launches() as ids:
                         self.candidates[name](client, *args, **kwargs)
                 except Exception:  # noqa: BLE001 - judged in step 2
                     pass
@@ -182,7 +183,7 @@ class Tuner:
                 for i, name in enumerate(names):
                     progress.show(i, name)
                     try:
-                        with testing.record_launches() as ids:
+                        with record_launches() as ids:
                             timings[name] = self._time_one(client, self.candidates[name], args,
                                                            kwargs)
                     except Exception as exc:  # noqa: BLE001 - disqualify, do not fail the tuner

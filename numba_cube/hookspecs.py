@@ -27,9 +27,11 @@ Plugins load lazily, on the first use of backends or clients (``plugins.get_plug
 ``NUMBA_CUBE_DISABLE_PLUGIN_AUTOLOAD=1`` skips entry points. A plugin can also be registered at
 run time, ``numba_cube.plugins.get_plugin_manager().register(obj)`` (its backends and observers
 take effect at once) and removed with ``unregister(obj)``: that is how tests register one.
+``numba_cube_register_backends`` and ``numba_cube_client_created`` are called through pluggy, so
+``tryfirst``/``trylast`` and hook wrappers apply (the built-in backends register ``tryfirst``).
 The observer hooks are called without pluggy's machinery on the hot path, one implementation
-after another, each isolated: an exception is logged and the others still run. Hook wrappers
-are not supported for them.
+after another in pluggy's order, each isolated: an exception is logged and the others still
+run. Hook wrappers are not supported for them.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
 @hookspec
 def numba_cube_register_backends(register):
     """Register backends by calling ``register(name, factory, *, api_version, available=None,
-    priority=0, devices=None)`` once per backend.
+    priority=0, devices=None, default_options=None)`` once per backend.
 
     - ``name``: an identifier; devices are ``<name>:0``, ``<name>:1``, ... A name another plugin
       already registered is refused (recorded in ``numba_cube.plugins.plugin_errors()``).
@@ -66,9 +68,14 @@ def numba_cube_register_backends(register):
       wins; ``cpu`` has 0, debug backends should use a negative value).
     - ``devices() -> list[str]``: a cheap probe of the device names, for ``info``; without it
       ``<name>:0`` is listed.
+    - ``default_options() -> dict``: client options the environment sets, read each time
+      ``cube.client(name, **options)`` is asked; an option the caller passes wins. The ``cpu``
+      backend's is ``boundscheck`` from ``NUMBA_BOUNDSCHECK`` / ``NUMBA_CUBE_BOUNDSCHECK``.
 
-    Called once per plugin when the plugin manager starts (first use of backends or clients), or
-    when a plugin is registered later with ``get_plugin_manager().register(plugin)``.
+    Called once per plugin, through pluggy (each call is this plugin's only, so ``register``
+    knows who registers, and a plugin that raises is recorded in ``plugin_errors()`` without
+    keeping the others' backends out), when the plugin manager starts (first use of backends or
+    clients), or when a plugin is registered later with ``get_plugin_manager().register(plugin)``.
     """
 
 
@@ -99,5 +106,7 @@ def numba_cube_client_created(client):
     options it had not seen before (asking again returns the same client and calls nothing).
 
     Called on the thread that asked, after the client exists and outside the registry's lock, so
-    the hook may use the client or ask for others. An exception is logged and ignored.
+    the hook may use the client or ask for others. An exception is logged and ignored (the client
+    stays created); as in any pluggy call it ends the call, so implementations pluggy would call
+    after it are skipped.
     """

@@ -4,37 +4,47 @@ Modelled on pluggy's eggsample and the ``llm`` project: ``get_plugin_manager()``
 built-in backends as plugins (the same path third parties take), loads the ``numba_cube``
 entry-point group unless ``NUMBA_CUBE_DISABLE_PLUGIN_AUTOLOAD=1``, checks that every hook
 implementation matches a specification, and then asks every plugin to register its backends.
-Nothing here runs at ``import numba_cube``: the manager is built on the first use of backends or
-clients (``registry.backend_infos``), so an expensive or broken plugin costs nothing until then.
+Nothing here runs at ``import numba_cube``: the manager is started on the first use of backends
+or clients (``registry.backend_infos`` and ``registry.client`` call the starter that
+``numba_cube/__init__.py`` hands the registry), so an expensive or broken plugin costs nothing
+until then.
 
-A plugin that fails to load, or a backend built for another ``BACKEND_API_VERSION``, is recorded
-in ``plugin_errors()`` with the reason and skipped: numba_cube never crashes because of a third
+Backends go to the one backend table, ``runtime/registry.py``, which records the plugin that
+registered each, through the ``register`` that ``plugin_backends.py`` makes for each plugin. A
+plugin that fails to load, or a backend built for another ``BACKEND_API_VERSION``, is recorded in
+``plugin_errors()`` with the reason and skipped: numba_cube never crashes because of a third
 party. A refused backend stays listed, as unavailable with that reason, so ``cube.client(name)``
 and ``python -m numba_cube info`` say why instead of "no such backend".
 
+Hooks are called through pluggy, so its ordering (``tryfirst``/``trylast``) and hook wrappers
+apply. ``numba_cube_register_backends`` is called once per plugin (``subset_hook_caller``,
+keeping every wrapper): its ``register`` must know which plugin registers, and one plugin that
+raises must not keep the others' backends out. The observer hooks are the exception: they run
+on every launch and task, so each has one dispatcher over plain callables, installed in
+``runtime.observers`` only while some plugin implements the hook (a process without tracers pays
+nothing per launch; observers take no wrappers).
+
 The manager keeps numba_cube's view in step with pluggy's: ``pm.register(obj)`` after start-up
-registers ``obj``'s backends and observers at once, ``pm.unregister(obj)`` removes them. The
-observer hooks are called through one dispatcher per hook, installed in ``runtime.observers``
-only while some plugin implements the hook, so a process without tracers pays nothing per launch.
+registers ``obj``'s backends and observers at once, ``pm.unregister(obj)`` removes them.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Callable
+from typing import Any
 
 import pluggy
 
 from . import config, hookspecs
-from .backends.base import BACKEND_API_VERSION
+from .plugin_backends import BUILTIN, drop_backends_of, make_register
+from .runtime import observers, registry
 
 __all__ = ["get_plugin_manager", "plugin_errors", "plugin_sources", "plugin_infos",
            "reset_plugin_manager", "notify_client_created"]
 
 log = logging.getLogger("numba_cube")
 
-BUILTIN = "builtin"
 _BUILTIN_MODULES = (("numba_cube.cpu", "numba_cube.backends.cpu"),
                     ("numba_cube.cuda", "numba_cube.backends.cuda"))
 
@@ -43,7 +53,6 @@ _pm: "_Manager | None" = None
 _errors: list[str] = []
 _sources: dict[str, str] = {}           # plugin name -> where it came from
 _dists: dict[str, tuple] = {}           # plugin name -> (distribution, version, entry-point value)
-_backend_owner: dict[str, str] = {}     # backend name -> plugin name that registered it
 # Observer hook implementations, replaced (never mutated) so dispatchers read them without a lock.
 _launch_fns: tuple = ()
 _task_fns: tuple = ()
@@ -83,7 +92,7 @@ class _Manager(pluggy.PluginManager):
             name = self.get_name(plugin)
         plugin = super().unregister(plugin=plugin, name=name)
         if plugin is not None and name is not None:
-            _drop_backends_of(name)
+            drop_backends_of(name)
             _sources.pop(name, None)
             _dists.pop(name, None)
             if self.started:
@@ -104,8 +113,10 @@ def get_plugin_manager() -> pluggy.PluginManager:
         if not config.get_bool("NUMBA_CUBE_DISABLE_PLUGIN_AUTOLOAD"):
             _load_entry_points(pm)
         _check(pm)
-        for name, plugin in pm.list_name_plugin():
-            _register_backends_of(pm, name, plugin)
+        # In pluggy's call order (the built-in backends are tryfirst: a name they take stays theirs).
+        for impl in reversed(pm.hook.numba_cube_register_backends.get_hookimpls()):
+            if not _is_wrapper(impl):
+                _register_backends_of(pm, impl.plugin_name, impl.plugin)
         pm.started = True
         _refresh_observers(pm)
         _pm = pm
@@ -173,86 +184,34 @@ def _check(pm: _Manager) -> None:
             pm.unregister(exc.plugin)
 
 
+def _is_wrapper(impl: pluggy.HookImpl) -> bool:
+    return impl.hookwrapper or impl.wrapper
+
+
+# -- backends --------------------------------------------------------------------------------------
 def _register_backends_of(pm: _Manager, name: str, plugin: Any) -> None:
-    """Call ``plugin``'s ``numba_cube_register_backends`` with a ``register`` bound to it."""
-    for impl in pm.hook.numba_cube_register_backends.get_hookimpls():
-        if impl.plugin is not plugin:
-            continue
-        try:
-            impl.function(**{a: _make_register(name) for a in impl.argnames})
-        except Exception as exc:  # noqa: BLE001 - one broken plugin must not break the rest
-            _error(f"plugin {name} failed to register its backends: {type(exc).__name__}: {exc}",
-                   exc_info=True)
+    """Call ``plugin``'s ``numba_cube_register_backends`` through pluggy, with a ``register``
+    that knows the plugin; the other plugins' wrappers of the hook still wrap the call."""
+    impls = pm.hook.numba_cube_register_backends.get_hookimpls()
+    if not any(impl.plugin is plugin and not _is_wrapper(impl) for impl in impls):
+        return
+    others = [impl.plugin for impl in impls if impl.plugin is not plugin and not _is_wrapper(impl)]
+    call = pm.subset_hook_caller("numba_cube_register_backends", remove_plugins=others)
+    try:
+        call(register=make_register(name, _sources.get(name, name), _error))
+    except Exception as exc:  # noqa: BLE001 - one broken plugin must not break the rest
+        _error(f"plugin {name} failed to register its backends: {type(exc).__name__}: {exc}",
+               exc_info=True)
 
 
-def _refused_factory(reason: str):
-    def factory(index):
-        from .errors import BackendNotFound
-
-        raise BackendNotFound(reason)
-
-    return factory
-
-
-def _make_register(plugin_name: str) -> Callable[..., None]:
-    from .runtime.registry import register_backend
-
-    source = _sources.get(plugin_name, plugin_name)
-    # How messages name the plugin; and what the registry lists as the backend's source.
-    who = source if plugin_name in source else f"plugin {plugin_name} ({source})"
-    listed = source if source == BUILTIN else who
-
-    def register(name: str, factory: Callable[[int], Any], *, api_version: int | None = None,
-                 available: Callable[[], str | None] | None = None, priority: int = 0,
-                 devices: Callable[[], list] | None = None) -> None:
-        """Register backend ``name`` (see ``hookspecs.numba_cube_register_backends``)."""
-        owner = _backend_owner.get(name)
-        if owner is not None and owner != plugin_name:
-            _error(f"backend {name!r} from {who} refused: plugin {owner} "
-                   f"({_sources.get(owner, '?')}) already registered a backend of that name")
-            return
-        if not callable(factory):
-            _error(f"backend {name!r} from {who} refused: its factory is not callable")
-            return
-        if api_version != BACKEND_API_VERSION:
-            if api_version is None:
-                why = "declares no api_version (pass api_version=numba_cube.BACKEND_API_VERSION)"
-            elif isinstance(api_version, int) and api_version > BACKEND_API_VERSION:
-                why = (f"was built for backend API version {api_version}, this numba_cube has "
-                       f"version {BACKEND_API_VERSION}: upgrade numba_cube")
-            else:
-                why = (f"was built for backend API version {api_version}, this numba_cube has "
-                       f"version {BACKEND_API_VERSION}: upgrade the plugin")
-            msg = f"backend {name!r} from {who} refused: it {why}"
-            _error(msg)
-            # Listed, as unavailable with the reason: `cube.client(name)` then says why.
-            factory, available, priority, devices = _refused_factory(msg), (lambda: msg), -(1 << 30), None
-        try:
-            register_backend(name, factory, source=listed, available=available, priority=priority,
-                             devices=devices)
-        except Exception as exc:  # noqa: BLE001 - a bad name: refuse this backend, keep the rest
-            _error(f"backend {name!r} from {who} refused: {exc}")
-            return
-        _backend_owner[name] = plugin_name
-
-    return register
-
-
-def _drop_backends_of(plugin_name: str) -> None:
-    from .runtime.registry import unregister_backend
-
-    for backend in [b for b, owner in _backend_owner.items() if owner == plugin_name]:
-        del _backend_owner[backend]
-        unregister_backend(backend)
-
-
-# -- observer hooks --------------------------------------------------------------------------------
+# -- hooks ---------------------------------------------------------------------------------------
 def _impl_callers(hook) -> tuple:
     """Plain callables for a hook's implementations, in pluggy's call order (last registered
-    first). Wrappers are skipped: around an observer call there is nothing to wrap."""
+    first, ``tryfirst``/``trylast`` honoured). Wrappers are skipped: around an observer call there
+    is nothing to wrap."""
     out = []
     for impl in reversed(hook.get_hookimpls()):
-        if impl.hookwrapper or getattr(impl, "wrapper", False):
+        if _is_wrapper(impl):
             continue
         fn, names = impl.function, tuple(impl.argnames)
         if names == ("event",):
@@ -282,8 +241,6 @@ def _refresh_observers(pm: pluggy.PluginManager | None) -> None:
     """Point the dispatchers at the current implementations; install each dispatcher in
     ``runtime.observers`` exactly once while it has work, and remove it when it has none."""
     global _launch_fns, _task_fns
-    from .runtime import observers
-
     with _lock:
         _launch_fns = _impl_callers(pm.hook.numba_cube_launch) if pm is not None else ()
         _task_fns = _impl_callers(pm.hook.numba_cube_task_done) if pm is not None else ()
@@ -297,16 +254,13 @@ def _refresh_observers(pm: pluggy.PluginManager | None) -> None:
 
 
 def notify_client_created(client) -> None:
-    """Call ``numba_cube_client_created`` (registry.client, once per new client). Each
-    implementation is called on its own: one that raises is logged and the others still run."""
-    pm = get_plugin_manager()
-    for impl in reversed(pm.hook.numba_cube_client_created.get_hookimpls()):
-        if impl.hookwrapper or getattr(impl, "wrapper", False):
-            continue
-        try:
-            impl.function(**{n: client for n in impl.argnames})
-        except Exception:  # noqa: BLE001 - a plugin must not break client creation
-            log.exception("numba_cube: numba_cube_client_created of plugin %s failed", impl.plugin_name)
+    """Call ``numba_cube_client_created`` (``registry.client``, once per new client). An
+    exception is logged, never raised: a plugin must not break client creation. As in any pluggy
+    call, it ends the call (implementations pluggy would call after it are skipped)."""
+    try:
+        get_plugin_manager().hook.numba_cube_client_created(client=client)
+    except Exception:  # noqa: BLE001 - see the docstring
+        log.exception("numba_cube: a numba_cube_client_created hook failed")
 
 
 # -- introspection -----------------------------------------------------------------------------------
@@ -327,13 +281,14 @@ def plugin_infos() -> list[dict]:
     """One dict per registered plugin: name, source, distribution, version, entry point, the hooks
     it implements and the backends it registered (for ``python -m numba_cube info --json``)."""
     pm = get_plugin_manager()
+    owners = registry.owned_backends()
     out = []
     for name, plugin in sorted(pm.list_name_plugin(), key=lambda np_: np_[0]):
         dist, version, value = _dists.get(name, (None, None, None))
         hooks = sorted(h.name for h in pm.get_hookcallers(plugin) or ())
         out.append({"name": name, "source": _sources.get(name, "?"), "distribution": dist,
                     "version": version, "entry_point": value, "hooks": hooks,
-                    "backends": sorted(b for b, o in _backend_owner.items() if o == name)})
+                    "backends": sorted(b for b, owner in owners.items() if owner == name)})
     return out
 
 
@@ -345,17 +300,14 @@ def reset_plugin_manager() -> None:
     servers and clients, and are registered again identically by the next manager.
     """
     global _pm
-    from .runtime.registry import unregister_backend
-
     with _lock:
         old, _pm = _pm, None
         if old is not None:
             old.started = False
         _refresh_observers(None)
-        for backend, owner in list(_backend_owner.items()):
+        for backend, owner in registry.owned_backends().items():
             if _sources.get(owner) != BUILTIN:
-                unregister_backend(backend)
-        _backend_owner.clear()
+                registry.unregister_backend(backend)
         _errors.clear()
         _sources.clear()
         _dists.clear()

@@ -1,62 +1,21 @@
 """Helpers for tests of code that uses numba_cube.
 
-``launched()`` is the issuing thread's log of kernel ids it launched (gate 3 of runtime.md 1.1):
-cheap, always on, and per thread so parallel tests do not see each other's launches.
+``launched()`` is the issuing thread's log of kernel ids it launched (gate 3 of a launch, kept by
+``runtime/launch_log.py`` and re-exported here): cheap, always on, and per thread so parallel
+tests do not see each other's launches. ``take_turns`` issues a multi-threaded program in one
+global order; ``PythonBackend`` and ``register_python_backend`` give tests a backend whose
+kernels are plain Python functions.
 """
 
 from __future__ import annotations
 
-import collections
-import contextlib
 import threading
 
 from .backends.base import HostBackend as _HostBackend
+from .runtime.launch_log import clear_launched, launched, note_launch, record_launches
 
-__all__ = ["launched", "clear_launched", "record_launches", "take_turns"]
-
-_local = threading.local()
-_LOG_LENGTH = 1024  # bounded: a long-running program must not grow a log nobody reads
-
-
-def _log() -> collections.deque:
-    log = getattr(_local, "log", None)
-    if log is None:
-        log = _local.log = collections.deque(maxlen=_LOG_LENGTH)
-    return log
-
-
-def note_launch(kernel_id: str) -> None:
-    try:
-        _local.log.append(kernel_id)      # every launch comes here: the short way first
-    except AttributeError:
-        _log().append(kernel_id)
-
-
-def launched() -> list[str]:
-    """The kernel ids this thread launched (most recent last, the last 1024)."""
-    return list(_log())
-
-
-def clear_launched() -> None:
-    _log().clear()
-
-
-@contextlib.contextmanager
-def record_launches():
-    """``with record_launches() as ids:``: on exit, ``ids`` lists every kernel id this thread
-    launched inside the block, in order (not only the last 1024), and ``launched()`` shows them
-    too, as if nothing had watched. Costs nothing per launch (the block gets its own unbounded
-    log, appended to the outer one on exit); blocks nest. Autotune uses it to learn which
-    kernels a candidate launches."""
-    outer = _log()
-    inner = _local.log = collections.deque()
-    ids: list[str] = []
-    try:
-        yield ids
-    finally:
-        ids.extend(inner)
-        outer.extend(inner)
-        _local.log = outer
+__all__ = ["launched", "clear_launched", "note_launch", "record_launches", "take_turns",
+           "PythonBackend", "register_python_backend"]
 
 
 def take_turns(steps, issue, threads: int = 4, timeout: float = 120.0) -> None:

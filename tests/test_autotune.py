@@ -1,4 +1,4 @@
-"""Autotune (runtime.md section 7) on the CPU backend."""
+"""Autotune (CONTRACT.md section 7) on the CPU backend."""
 
 from __future__ import annotations
 

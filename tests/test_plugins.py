@@ -1,4 +1,4 @@
-"""Plugins (runtime.md section 8, architecture.md "Plugins"): discovery through the ``numba_cube``
+"""Plugins (CONTRACT.md section 8): discovery through the ``numba_cube``
 entry-point group, backend registration with version and availability checks, observer hooks,
 the client-created hook, and a plugin manager that can be reset without leaving anything behind."""
 
@@ -397,3 +397,100 @@ def test_first_use_from_many_threads_at_once(pm):
     assert not errors, errors
     assert len({id(c) for c in results}) == 1 and len(results) == 8
     assert observers._observers.count(plugins._dispatch_launch) <= 1
+
+
+# -- hooks go through pluggy: wrappers, ordering, one backend table ------------------------------------
+
+
+def test_registry_records_the_owner_plugin(pm):
+    """The backend table (``runtime/registry.py``) is the only record of who registered a
+    backend: its entry names the plugin, ``plugin_infos()`` lists the backend under it, and the
+    built-in backends are owned by their built-in plugins."""
+    pm.register(_Plugin("ownedbk"), name="owner-plugin")
+    assert backend_infos()["ownedbk"].owner == "owner-plugin"
+    assert backend_infos()["cpu"].owner == "numba_cube.cpu"
+    assert {p["name"]: p["backends"] for p in plugin_infos()}["owner-plugin"] == ["ownedbk"]
+
+
+def test_hook_wrappers_wrap_registration_and_client_creation(pm):
+    """``numba_cube_register_backends`` and ``numba_cube_client_created`` are called through
+    pluggy: a plugin's hook wrapper runs around another plugin's registration (and sees its
+    ``register``) and around the client-created call (and sees the client)."""
+
+    class Wrapper:
+        def __init__(self):
+            self.registrations, self.clients = [], []
+
+        @cube.hookimpl(wrapper=True)
+        def numba_cube_register_backends(self, register):
+            self.registrations.append(register)
+            return (yield)
+
+        @cube.hookimpl(wrapper=True)
+        def numba_cube_client_created(self, client):
+            self.clients.append(client)
+            return (yield)
+
+    wrapper = Wrapper()
+    pm.register(wrapper, name="wrapper-plugin")
+    plugin = _Plugin("wrappedbk")
+    pm.register(plugin, name="wrapped-plugin")
+    assert len(wrapper.registrations) == 1 and "wrappedbk" in cube.backends()
+    client = cube.client("wrappedbk")
+    assert wrapper.clients == [client] and plugin.clients == [client]
+
+
+def test_builtins_register_first_and_trylast_is_honoured(monkeypatch):
+    """At start-up backends register in pluggy's call order: the built-in backends are
+    ``tryfirst``, so an entry point that registers ``cpu`` is refused and ``cpu`` stays built-in;
+    between two entry points registering one name, the ``trylast`` one comes second (though
+    pluggy would call it first, as the later registered) and is refused."""
+
+    def plugin_module(module_name, backend, **hookimpl_opts):
+        module = types.ModuleType(module_name)
+
+        @cube.hookimpl(**hookimpl_opts)
+        def numba_cube_register_backends(register):
+            register(backend, _python_factory(backend), api_version=cube.BACKEND_API_VERSION)
+
+        module.numba_cube_register_backends = numba_cube_register_backends
+        monkeypatch.setitem(sys.modules, module_name, module)
+
+    plugin_module("nc_test_usurper", "cpu")
+    plugin_module("nc_test_first", "orderbk")
+    plugin_module("nc_test_last", "orderbk", trylast=True)
+    fake = [importlib.metadata.EntryPoint("usurper", "nc_test_usurper", "numba_cube"),
+            importlib.metadata.EntryPoint("first", "nc_test_first", "numba_cube"),
+            importlib.metadata.EntryPoint("last", "nc_test_last", "numba_cube")]
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group=None: fake)
+    reset_plugin_manager()
+    try:
+        infos = backend_infos()
+        assert infos["cpu"].source == "builtin" and infos["cpu"].owner == "numba_cube.cpu"
+        assert infos["orderbk"].owner == "first"
+        errors = plugin_errors()
+        assert any("'cpu'" in e and "usurper" in e and "already registered" in e for e in errors)
+        assert any("'orderbk' from entry point last" in e and "first = nc_test_first" in e
+                   and "already registered" in e for e in errors)
+    finally:
+        monkeypatch.undo()
+        reset_plugin_manager()
+
+
+def test_backend_default_options_come_from_its_registration(pm):
+    """Client options a backend takes from the environment are declared with its registration
+    (``default_options``), not known to the registry: a client asked for without them gets them,
+    the one asked for with the same values is the same object, and an option the caller passes
+    wins."""
+
+    class P:
+        @cube.hookimpl
+        def numba_cube_register_backends(self, register):
+            register("defaultsbk", _python_factory("defaultsbk"), api_version=cube.BACKEND_API_VERSION,
+                     default_options=lambda: {"boundscheck": True})
+
+    pm.register(P(), name="defaults-plugin")
+    client = cube.client("defaultsbk")
+    assert client.options == {"boundscheck": True}
+    assert cube.client("defaultsbk", boundscheck=True) is client
+    assert cube.client("defaultsbk", boundscheck=False).options == {"boundscheck": False}

@@ -1,4 +1,4 @@
-"""What a backend supplies: the mechanism the runtime's policy brackets (runtime.md section 8).
+"""What a backend supplies: the mechanism the runtime's policy brackets (CONTRACT.md section 8).
 
 The runtime (``numba_cube/runtime/``) decides *what* happens and in which order: the gates, the
 launch mode, the compile cache, the read and write sets, the ledger and the stream ordering. A
@@ -48,7 +48,7 @@ class HostBackend(abc.ABC):
     def allocate(self, nbytes: int) -> Any:
         """Fresh memory of ``nbytes`` bytes, 64-byte aligned. The default is host memory: NumPy
         bytes, over-allocated and sliced so every buffer starts on the pool alignment (the
-        compile-cache key's alignment, runtime.md 1.2, is only true if the base is aligned)."""
+        compile-cache key's alignment, CONTRACT.md 1.2, is only true if the base is aligned)."""
         raw = np.empty(nbytes + ALIGNMENT, dtype=np.uint8)
         shift = (-raw.ctypes.data) % ALIGNMENT
         return raw[shift:shift + nbytes]

@@ -16,7 +16,7 @@ repairs it). ``analyse_io`` answers from the kernel's Python function alone::
 Per parameter: ``"r"`` only read, ``"w"`` only written, ``"rw"`` both, ``""`` an array never
 touched (or a scalar parameter), or ``IO_UNKNOWN`` (None) where the analysis cannot tell, e.g.
 the array is handed to a function it does not know. The caller treats unknown as "read and
-written" (runtime.md section 4.2: a missed write is a silent wrong number, an extra one is only
+written" (CONTRACT.md section 4.2: a missed write is a silent wrong number, an extra one is only
 noise), so the analysis is conservative in that direction everywhere.
 
 How: Numba's untyped IR (``run_frontend``: no typing, no GPU, no source text needed), an alias

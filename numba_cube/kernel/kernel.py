@@ -21,7 +21,7 @@ A value with no faithful encoding (an arbitrary object) salts the id with a rand
 ``Kernel``: it then never shares a cache entry with another kernel, at the price of a different
 id in each process.
 
-Read and write sets (runtime.md section 4.2) use a three-level fallback per array parameter:
+Read and write sets (CONTRACT.md section 4.2) use a three-level fallback per array parameter:
 what the IO analysis on Numba IR says, else what the caller declared (``reads=``/``writes=``),
 else "assumed written" and "assumed read". The direction is deliberate: missing a buffer the
 kernel wrote hands the caller stale bytes silently; naming one it only read makes a later read of
@@ -45,11 +45,23 @@ from .identity import Fingerprint, changed_parts, fingerprint
 from .options import kernel_options, launch_extensions
 from .signatures import declared_signatures
 
-__all__ = ["Kernel", "kernel", "resolve_access"]
+__all__ = ["Kernel", "kernel", "resolve_access", "set_numba_style_launch"]
 
 _logger = logging.getLogger("numba_cube")
 _NOT_A_KERNEL = {inspect.CO_GENERATOR: "generator", inspect.CO_ASYNC_GENERATOR: "async generator",
                  inspect.CO_COROUTINE: "coroutine", inspect.CO_ITERABLE_COROUTINE: "coroutine"}
+
+# What `kernel[count, dim](*args)` calls. The numba-style launch belongs to the runtime
+# (runtime/eager.py), a layer above this one (it needs clients and copies host arrays), so it is
+# handed in by numba_cube/__init__.py instead of imported from here.
+_numba_style_launch: Callable | None = None
+
+
+def set_numba_style_launch(launch: Callable) -> None:
+    """Set what ``kernel[count, dim](*args)`` runs: ``launch(kernel, count, dim, *args,
+    shared_bytes=n)`` (``numba_cube/__init__.py`` sets the runtime's)."""
+    global _numba_style_launch
+    _numba_style_launch = launch
 
 
 def _python_function(obj) -> Callable:
@@ -183,9 +195,7 @@ class Kernel:
         # validates it on this thread, before anything is queued. (The third value, numba's
         # stream, is not numba_cube's: the launch takes this thread's stream.)
         shared_bytes = config[3] if len(config) == 4 else 0
-        from ..runtime.eager import launch_eager
-
-        return functools.partial(launch_eager, self, count, dim, shared_bytes=shared_bytes)
+        return functools.partial(_numba_style_launch, self, count, dim, shared_bytes=shared_bytes)
 
     def __call__(self, *args, **kwargs):
         raise TypeError(f"kernel {self.name} must be launched: kernel[count, dim](*args) or "

@@ -18,7 +18,8 @@
 | memory_table.py | the server's memory table: allocation, frees, host views |
 | handle.py | handles (user buffers) and bindings (what crosses the hand-off) |
 | channel.py | the device handle: a runner thread, or inline under a lock |
-| registry.py | backends, devices, the one server per device |
+| registry.py | backends (with the plugin that registered each), devices, the one server per device |
+| launch_log.py | the issuing thread's log of the kernel ids it launched |
 | observers.py | launch observers |
 | eager.py | ``kernel[count, dim](*numpy_arrays)`` |
 | geometry.py | ``CubeDim`` and ``CubeCount`` |

@@ -1,4 +1,4 @@
-"""Graph capture and replay (runtime.md section 6).
+"""Graph capture and replay (CONTRACT.md section 6).
 
 ``graph_prepare()`` -> warm-up run -> ``start_capture()`` -> launches -> ``stop_capture()`` ->
 ``graph.replay()``, as often as wanted.
@@ -34,37 +34,14 @@ recording holds the old memory, so the user must keep the handles alive for the 
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from ..errors import CaptureError
-from .geometry import count_beyond_limits
+from .dispatch import Recorded, run_recorded
 from .host_streams import Task
-from .ledger import ExecuteScope, Failure, failed_writing
 
-__all__ = ["CaptureState", "Recorded", "Graph", "CaptureOps"]
-
-
-@dataclass
-class Recorded:
-    """One resolved dispatch of a recording."""
-
-    kernel_id: str
-    artifact: Any
-    count: tuple
-    dim: tuple
-    arrays: list
-    count_view: Any
-    reads: tuple
-    writes: tuple
-    # ``report(failure, inherited)``: told the dispatch's failure when the write set cannot carry
-    # it alone (a launch that writes nothing, or one whose caller waits for it: outcomes.py).
-    report: Any = None
-    # Dynamic shared memory per cube: a recording replays with the size it was launched with.
-    shared_bytes: int = 0
+__all__ = ["CaptureState", "Graph", "CaptureOps"]
 
 
 @dataclass
@@ -77,51 +54,6 @@ class CaptureState:
         if self.doomed is None:
             self.doomed = what
         return CaptureError(f"{what} is not allowed inside a capture window")
-
-
-def resolve_count(view) -> tuple:
-    """Three uint32 (x, y, z) from a count buffer's bytes; ``ValueError`` past CUDA's grid limits
-    (``geometry.MAX_CUBE_COUNT``: a count one backend refuses is refused by all of them)."""
-    count = tuple(int(v) for v in view.reshape(-1).view(np.uint32)[:3])
-    problem = count_beyond_limits(count)
-    if problem is not None:
-        raise ValueError(f"dynamic {problem}")
-    return count
-
-
-def run_recorded(ledger, rec: Recorded) -> float | None:
-    """Run one resolved dispatch inside an execute scope: the body of every launch task and of
-    every replayed graph node. Returns the seconds the dispatch ran, or None if it did not run."""
-    count = rec.count
-    report = rec.report
-    if rec.count_view is not None and ledger.first_failure(rec.reads) is None:
-        try:
-            count = resolve_count(rec.count_view)
-        except Exception as exc:  # noqa: BLE001 - an unresolvable count
-            failure = failed_writing(ledger, rec.kernel_id, rec.writes, exc)
-            if report is not None:
-                report(failure, False)
-            return None
-        if 0 in count:
-            return None  # a count of zero dispatches nothing and claims nothing new
-    with ExecuteScope(ledger, rec.kernel_id, rec.reads, rec.writes) as scope:
-        if scope.entered:
-            start = time.perf_counter()
-            try:
-                if rec.shared_bytes:
-                    # Only then: an artifact of a backend without dynamic shared memory takes
-                    # three arguments (HostBackend.compile), and is never asked for any.
-                    rec.artifact(count, rec.dim, rec.arrays, rec.shared_bytes)
-                else:
-                    rec.artifact(count, rec.dim, rec.arrays)
-            except Exception as exc:  # noqa: BLE001 - the kernel's own failure
-                scope.fail(exc)
-                if report is not None:
-                    report(Failure(exc, rec.kernel_id, (rec.kernel_id,)), False)
-            return time.perf_counter() - start
-    if report is not None:
-        report(scope.inherited.through(rec.kernel_id), True)
-    return None
 
 
 class Graph:
@@ -185,12 +117,23 @@ class CaptureOps:
             self.pool.release_idle_hold()
         return capture
 
-    def op_stop_capture(self, stream) -> Graph:
+    def op_stop_capture(self, stream):
+        """Seal the window into a graph (the server's ``_graph``: software here, a CUDA graph on
+        a GPU). Refused when something inside the window was refused, and when a buffer the
+        recording uses was freed before this (the graph would hold memory the pool may reuse)."""
         capture = self._close_capture(stream)
         if capture.doomed is not None:
             raise CaptureError(f"the capture failed: {capture.doomed} was refused inside the window")
         memory_ids = frozenset(r[0] for rec in capture.recorded for r in rec.reads + rec.writes)
-        return Graph(self, stream, capture.recorded, memory_ids)
+        missing = [m for m in memory_ids if m not in self.memory]
+        if missing:
+            raise CaptureError(f"{len(missing)} buffer(s) used inside the window were freed "
+                               "before stop_capture")
+        return self._graph(stream, capture.recorded, memory_ids)
+
+    def _graph(self, stream, recorded: list, memory_ids: frozenset):
+        """The graph of a sealed recording: a software graph that re-runs the dispatches."""
+        return Graph(self, stream, recorded, memory_ids)
 
     def op_refuse(self, stream, what: str) -> CaptureError | None:
         """If ``stream`` is capturing, doom the capture and return the error to raise."""

@@ -1,4 +1,4 @@
-"""The device handle: how work reaches the single-owner server (architecture.md).
+"""The device handle: how work reaches the single-owner server (CONTRACT.md section 8).
 
 The server's compile cache, scheduler state and memory table are touched by one thread at a time
 and need no locks of their own. Two ways to give it that, behind one interface:
@@ -118,9 +118,20 @@ class InlineChannel:
             try:
                 return fn(*args)
             finally:
-                self.depth -= 1
-                if self.depth == 0 and self._deferred:
-                    self.run_deferred()
+                self.leave()
+
+    def enter(self) -> None:
+        """Begin an operation the calling thread runs itself, holding ``lock``: what ``call``
+        does around its function, for a hot path that inlines ``call`` (the CUDA warm launch:
+        a call frame less). Pair it with ``leave`` in a ``finally``."""
+        self.depth += 1
+
+    def leave(self) -> None:
+        """End an operation begun by ``enter`` (or ``call``): the outermost one runs what
+        finalizers submitted meanwhile."""
+        self.depth -= 1
+        if self.depth == 0 and self._deferred:
+            self.run_deferred()
 
     def run_deferred(self) -> None:
         """Run the submissions deferred during the outermost operation (the lock is held)."""

@@ -1,4 +1,4 @@
-"""The client: the issuing-thread side of every operation (runtime.md section 1.1).
+"""The client: the issuing-thread side of every operation (CONTRACT.md section 1.1).
 
 A ``Client`` is a thin, cheap object over a device's server: the server is per device, a client
 adds compile options (``boundscheck``) and, optionally, a pinned stream. Everything that lives
@@ -13,7 +13,8 @@ The gates of a launch, in this order:
 2. every buffer binding, and the dynamic count's, must belong to this device, else
    ``ForeignHandleError`` right here: memory coordinates of another device are garbage there;
    scalars get the types numba.cuda gives them (``arguments.py``);
-3. the kernel id goes to this thread's launched log (``numba_cube.testing.launched``);
+3. the kernel id goes to this thread's launched log (``launch_log.py``, offered to tests as
+   ``numba_cube.testing.launched``);
 4. the launch mode is computed (``modes.launch_mode``); a skipped launch is announced to the
    dry runs open now, which wait for the server to have compiled it;
 5. launch observers are notified, the last point at which the caller's context exists;
@@ -32,26 +33,37 @@ from typing import Any
 
 import numpy as np
 
-from .. import testing
 from ..errors import ForeignHandleError, LaunchArgumentError
 from ..kernel.kernel import Kernel, kernel as make_kernel
 from . import observers, profiling
 from .arguments import bind_arguments
 from .geometry import CubeCount, CubeDim, dynamic_shared_bytes
 from .handle import Allocation, Binding, Handle, buffer_dtype, buffer_nbytes, buffer_shape
+from .launch_log import note_launch
 from .layout import f_strides
 from .modes import LaunchMode, claim_skipped_launch, launch_mode
 from .outcomes import LaunchOutcome
 from .requests import LaunchRequest
 from .streams import StreamId, stream_id_or_none
-from .streams import _local as _thread_streams
+from .streams import thread_streams as _thread_streams
 from .watchers import WATCHING
 
-__all__ = ["Client"]
+__all__ = ["Client", "entered_client"]
 
 # warnings.warn's stacklevel, counted from UnrecordedFailures.report, that points at the user's
 # call of the client method that reports (report <- _report_unrecorded <- method <- user).
 _USER_FRAME = 3
+
+# The clients of this thread's open `with client:` blocks, innermost last. Here, not in the
+# registry: entering a client needs nothing else, and the registry (which makes clients) asks
+# `entered_client()` first when it looks for the current one.
+_entered = threading.local()
+
+
+def entered_client() -> "Client | None":
+    """The client of this thread's innermost ``with client:`` block, or None outside any."""
+    stack = getattr(_entered, "stack", None)
+    return stack[-1] if stack else None
 
 
 class Client:
@@ -90,15 +102,14 @@ class Client:
 
     # -- `with client:` makes it current for kernel[...] launches on this thread --------------------
     def __enter__(self) -> "Client":
-        from .registry import push_current
-
-        push_current(self)
+        stack = getattr(_entered, "stack", None)
+        if stack is None:
+            stack = _entered.stack = []
+        stack.append(self)
         return self
 
     def __exit__(self, *exc) -> bool:
-        from .registry import pop_current
-
-        pop_current()
+        _entered.stack.pop()
         return False
 
     # -- buffers ---------------------------------------------------------------------------------------
@@ -250,12 +261,12 @@ class Client:
                     stream = StreamId.current()
             kernel_id = fast(kernel, count, dim, args, stream, self._options_key, shared_bytes)
             if kernel_id is not None:
-                testing.note_launch(kernel_id)              # gate 3
+                note_launch(kernel_id)                      # gate 3
                 return
-            raw = (kernel, count, dim, args)
+            as_called = (kernel, count, dim, args)
         else:
-            raw = None
-        req = self._request(kernel, count, dim, args, raw, None, shared_bytes)
+            as_called = None
+        req = self._request(kernel, count, dim, args, as_called, None, shared_bytes)
         if req is None:
             return
         prof = profiling.active_profile(req.stream) if profiling.ACTIVE[0] else None
@@ -290,7 +301,7 @@ class Client:
         if outcome.failure is not None:
             raise outcome.failure.to_exception()
 
-    def _request(self, kernel, count, dim, args, raw, outcome, shared_bytes=0,
+    def _request(self, kernel, count, dim, args, as_called, outcome, shared_bytes=0,
                  extensions_done=False) -> LaunchRequest | None:
         """Gates 0-5 (module docstring): the request to submit, or None for a zero grid."""
         if shared_bytes or type(shared_bytes) is not int:   # gate 0 (the int 0 needs no check)
@@ -316,17 +327,17 @@ class Client:
         server = self.server
         bound = bind_arguments(server, self._own, kernel, args)            # gate 2
         count_binding = self._own(count.handle) if count.is_dynamic else None
-        testing.note_launch(kernel.id)                      # gate 3
+        note_launch(kernel.id)                              # gate 3
         mode = launch_mode()                                # gate 4
         stream = self.stream_id
         server.exclusive.wait_if_held()
         if observers.active():                              # gate 5
             observers.notify_launch(self, kernel, count, dim, args, stream, mode)
-            raw = None
+            as_called = None
         # Last, so that nothing can raise between the claim and the submission (_submit).
         skipped = claim_skipped_launch(server, kernel.id) if mode is LaunchMode.SKIP else None
         return LaunchRequest(kernel, count, dim, bound, count_binding, stream, mode, self._options_key,
-                             raw, threading.get_ident(), outcome, skipped, shared_bytes)
+                             as_called, threading.get_ident(), outcome, skipped, shared_bytes)
 
     def _submit(self, req: LaunchRequest, blocking: bool):
         server = self.server

@@ -2,7 +2,7 @@
 
 Existing numba.cuda code passes NumPy arrays and expects them updated when the call returns. So:
 host arrays are copied into fresh handles, the launch runs on the current client, and the arrays
-the kernel writes (its write set, runtime.md 4.2) are read back into the caller's arrays. Handles
+the kernel writes (its write set, CONTRACT.md 4.2) are read back into the caller's arrays. Handles
 may be mixed in and are passed through untouched.
 
 Layouts are numba.cuda's (``auto_device``): an F-ordered array stays F-ordered on the device (the
@@ -42,6 +42,7 @@ from ..errors import LayoutError
 from ..kernel.io_ir import TUPLE
 from ..kernel.kernel import resolve_access
 from .arguments import RecordArgument
+from .registry import current_client
 
 __all__ = ["launch_eager"]
 
@@ -138,8 +139,6 @@ def _stage_array(client, i: int, a: np.ndarray, rule: str, host: list):
 
 def launch_eager(kernel, count, dim, *args, shared_bytes=0) -> None:
     """``kernel[count, dim](*args)`` (``shared_bytes``: ``kernel[count, dim, stream, nbytes]``)."""
-    from .registry import current_client
-
     client = current_client()
     retr: list = []
     if kernel.extensions:

@@ -1,7 +1,7 @@
 """Launch geometry: ``CubeDim`` (the block shape) and ``CubeCount`` (the grid shape).
 
 A ``CubeCount`` is either static (three integers known on the issuing thread) or dynamic: three
-``uint32`` (x, y, z) read from a device buffer when the launch executes (runtime.md section 5).
+``uint32`` (x, y, z) read from a device buffer when the launch executes (CONTRACT.md section 5).
 Ints and tuples are accepted wherever these are expected; ``coerce`` is the one place that turns
 them into the value types, with a ``LaunchArgumentError`` (a ``TypeError``) for anything else.
 
@@ -170,7 +170,7 @@ class CubeCount:
         problem = None
         if self.handle is None:
             problem = count_beyond_limits(_three((self.x, self.y, self.z), "CubeCount"))
-        # A dynamic count is checked when it is read (capture.resolve_count).
+        # A dynamic count is checked when it is read (dispatch.resolve_count).
         object.__setattr__(self, "beyond_limits", problem)
 
     @classmethod

@@ -1,4 +1,4 @@
-"""Dependency inference from the buffers a launch binds (runtime.md section 3).
+"""Dependency inference from the buffers a launch binds (CONTRACT.md section 3).
 
 For each buffer (memory id) the tracker remembers the last task that wrote it and the tasks that
 read it since. A new task must wait for:

@@ -4,7 +4,7 @@ Each logical stream has a *pending* list, filled by the server thread, and work 
 *flushed* to a bounded pool of worker threads (``stream_pool.py``), which runs it in order. Work
 is flushed:
 
-- when the stream's pending list reaches ``max_tasks`` (runtime.md section 3);
+- when the stream's pending list reaches ``max_tasks`` (CONTRACT.md section 3);
 - when a task of another stream depends on it: the producer is flushed first, so "another
   thread's launch that binds a buffer of this stream makes this stream execute";
 - when a reader waits for it (``read``, ``sync_buffers``, ``sync``, a dynamic count).
@@ -62,7 +62,7 @@ class Task:
         self.deps: list = []
         self.label = label
         # Set when the task is known to fail before it runs (a compile failure): check() reports it
-        # without waiting (runtime.md 4.3).
+        # without waiting (CONTRACT.md 4.3).
         self.failure_hint = None
         self.duration: float | None = None  # seconds the dispatch ran (None: it did not run)
         self.task_id = 0

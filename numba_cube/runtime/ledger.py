@@ -1,4 +1,4 @@
-"""The failure ledger and the execute scope (runtime.md section 4).
+"""The failure ledger and the execute scope (CONTRACT.md section 4.1).
 
 Launches return nothing; when one fails, the failure is recorded where a later reader will look:
 on the buffers the launch did not write. Every byte range of every buffer is, at any moment,

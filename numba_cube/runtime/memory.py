@@ -1,8 +1,8 @@
 """The memory pool: reuse of freed buffers, and no reuse while a stream may still use one.
 
 Freed memory goes to *quarantine* with the tasks that may still touch it; it becomes reusable
-(or is released) only once all of them are done (runtime.md section 3: "freeing a handle must not
-let its memory be reused while a launch on any stream still uses it").
+(or is released) only once all of them are done (CONTRACT.md section 3, "Freeing":
+a handle's memory is not reused while a task on any stream may still touch it).
 
 Reuse is by size class: sizes are rounded up to a power of two (at least the 64-byte pool
 alignment) below 1 MiB and to whole MiB above, so a loop that creates and frees handles of one

@@ -1,4 +1,4 @@
-"""Launch modes: dry runs and real runs (runtime.md section 2).
+"""Launch modes: dry runs and real runs (CONTRACT.md section 2).
 
 ``dry_run()`` raises a **process-wide depth**; ``real_run()`` a **thread-local depth**. A launch
 executes when no dry run is open, or when the *issuing* thread is inside a real run::
@@ -12,7 +12,7 @@ commute, so any interleaving of enters and exits from any threads ends where it 
 Why real runs are thread-local: autotune holds one around its measurements. Those launches are the
 measurement a dry run exists to provoke, not the work it exists to skip, and only the thread that
 issues them knows it; the mode is therefore decided on the issuing thread and passed to the server
-as a value (runtime.md section 1).
+as a value (CONTRACT.md section 1).
 
 What a dry run found: ``with cube.dry_run() as run:`` then ``run.failures``, one ``DryRunFailure``
 (kernel id, exception) per distinct failure a skipped launch would have met before running: its

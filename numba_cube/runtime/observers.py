@@ -1,7 +1,7 @@
 """Launch observers: callables told about each launch on the issuing thread, before the hand-off.
 
 This is the last point at which the caller's context (thread, stream, launch mode) exists, so
-profilers and tracers hook in here (runtime.md 1.1 gate 5). Plugins reach it through the
+profilers and tracers hook in here (CONTRACT.md 1.1, gate 5). Plugins reach it through the
 ``numba_cube_launch`` hook (see ``plugins.py``); code can also add an observer directly.
 
 An observer that raises is removed from the hot path's concerns: the error is logged and the

@@ -1,4 +1,4 @@
-"""Where a launch's failure goes when no buffer can carry it (runtime.md section 4).
+"""Where a launch's failure goes when no buffer can carry it (CONTRACT.md section 4.3).
 
 Failures live on the buffers a launch should have written. A launch that writes no buffer (only
 scalars, or buffers it only reads) has nowhere to put one, so its failure (the kernel raised, an
@@ -46,7 +46,7 @@ from typing import Callable
 
 from ..errors import UnrecordedFailureWarning
 from .ledger import Failure, failed_writing
-from .requests import LaunchRequest, refusal_of
+from .requests import LaunchRequest
 
 __all__ = ["LaunchOutcome", "UnrecordedFailures", "LaunchRouting", "MAX_KEPT"]
 
@@ -134,9 +134,9 @@ def _warning(failure: Failure, device: str) -> UnrecordedFailureWarning:
 
 
 class LaunchRouting:
-    """Where a server sends what a launch leads to (mixed into ``HostServer``; the CUDA server's
-    own ``op_launch`` uses it too). Relies on ``ledger``, ``unrecorded``, ``stats`` and
-    ``_plan_error(req)`` (compile the launch's plan; its compile failure or None)."""
+    """Where a server sends what a launch leads to (mixed into ``HostServer``). Relies on
+    ``ledger``, ``unrecorded``, ``stats`` and the launch hooks ``_plan(req)`` (compile the
+    launch's plan; ``plan.error`` is its compile failure or None) and ``_refusal(req, plan)``."""
 
     def _skip(self, req: LaunchRequest) -> None:
         """A launch a dry run skips (step 3): compile it and fill every cache, claim, queue and
@@ -144,9 +144,8 @@ class LaunchRouting:
         running (it does not compile, or its geometry is refused), also if this raises."""
         error = None
         try:
-            error = self._plan_error(req)
-            if error is None:
-                error = refusal_of(req)
+            plan = self._plan(req)
+            error = plan.error if plan.error is not None else self._refusal(req, plan)
             self.stats["skipped"] += 1
         except BaseException as exc:
             error = exc

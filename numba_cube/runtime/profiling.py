@@ -1,7 +1,7 @@
 """Profiles: per-launch durations for the launches issued inside ``client.profile(fn)``.
 
 While a profile is open on a stream, that stream's launches are submitted *blocking*: the issuing
-thread waits for each dispatch and gets its duration back (runtime.md 1.1 gate 6). The profile is
+thread waits for each dispatch and gets its duration back (CONTRACT.md 1.1, gate 6). The profile is
 per issuing thread and stream, so another thread's launches are neither slowed nor counted.
 
 Inside a capture window a profile is refused (timestamps are not kernel work a graph can carry):

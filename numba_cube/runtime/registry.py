@@ -1,9 +1,19 @@
-"""Which backends exist, and the one server per device (api.md "Clients and handles").
+"""Which backends exist, and the one server per device (API.md "Clients and handles").
 
 ``cube.client(device)`` parses ``"<backend>[:index]"``, asks the backend's factory for the
 device's server once, and returns the same client object every time for the same device and
 options. Backends are registered by name with a factory ``factory(index) -> server``; the built-in
 ones are registered through the plugin manager like any third-party one (``plugins.py``).
+
+This is the one table of backends: each entry records the plugin that registered it (its
+owner; ``None`` for one registered directly, as tests do), and a name another plugin owns is
+refused. The registry knows no backend by name: what a backend wants of its clients (options it
+takes from the environment, such as the CPU backend's ``boundscheck``) comes with its
+registration.
+
+The registry sits below the plugin manager: ``plugins.py`` imports it, never the reverse. The
+manager is handed in instead (``connect_plugins``, done by ``numba_cube/__init__.py``): how to
+start it on the first use of backends or clients, and whom to tell of a new client.
 
 A backend may be registered but unavailable (no driver, no device): its factory raises, and
 ``client()`` turns that into a ``BackendNotFound`` that says why, instead of a crash at import.
@@ -16,16 +26,37 @@ from typing import Callable
 
 from .. import config
 from ..errors import BackendNotFound, OptionError
+from .client import Client, entered_client
 
-__all__ = ["register_backend", "unregister_backend", "backends", "client", "use", "current_client",
-           "push_current", "pop_current", "BackendInfo"]
+__all__ = ["register_backend", "unregister_backend", "owned_backends", "backend_infos", "backends",
+           "client", "use", "current_client", "connect_plugins", "BackendInfo"]
 
 _lock = threading.RLock()
-_factories: dict[str, "BackendInfo"] = {}
+_backends: dict[str, "BackendInfo"] = {}
 _servers: dict[str, object] = {}
 _clients: dict[tuple, object] = {}
 _default_client = None
-_local = threading.local()
+
+
+def _no_plugins() -> None:
+    """Until ``connect_plugins``: there is no plugin manager to start."""
+
+
+def _nobody_listens(client) -> None:
+    """Until ``connect_plugins``: nobody is told of new clients."""
+
+
+_start_plugins: Callable[[], None] = _no_plugins
+_client_created: Callable[[object], None] = _nobody_listens
+
+
+def connect_plugins(start: Callable[[], None], client_created: Callable[[object], None]) -> None:
+    """Hand the registry its plugin manager: ``start()`` loads the plugins (their backends
+    register here) and is called before backends are listed or a client is made; it must be
+    cheap once they are loaded. ``client_created(client)`` is called once per new client, outside
+    the registry's lock."""
+    global _start_plugins, _client_created
+    _start_plugins, _client_created = start, client_created
 
 
 class BackendInfo:
@@ -33,12 +64,16 @@ class BackendInfo:
 
     def __init__(self, name: str, factory: Callable[[int], object], source: str = "builtin",
                  available: Callable[[], str | None] | None = None, priority: int = 0,
-                 devices: Callable[[], list] | None = None):
+                 devices: Callable[[], list] | None = None, owner: str | None = None,
+                 default_options: Callable[[], dict] | None = None):
         self.name = name
         self.factory = factory
         self.source = source
+        #: the plugin that registered the backend, or None when it was registered directly
+        self.owner = owner
         self._available = available
         self._devices = devices
+        self._default_options = default_options
         self.priority = priority  # the highest available priority is the default device
 
     def unavailable_reason(self) -> str | None:
@@ -65,19 +100,41 @@ class BackendInfo:
                 names = []
         return sorted(set(names) | set(started), key=lambda d: (len(d), d))
 
+    def client_options(self, given: dict) -> dict:
+        """The options of a client asked for with ``given``: the backend's defaults (what its
+        ``default_options()`` reads from the environment now), overridden by ``given``."""
+        if self._default_options is None:
+            return given
+        try:
+            defaults = self._default_options()
+        except Exception as exc:  # noqa: BLE001 - a plugin's bug says where it is, not a crash
+            raise BackendNotFound(f"backend {self.name!r}: its default_options() failed: "
+                                  f"{type(exc).__name__}: {exc}") from exc
+        return {**defaults, **given} if defaults else given
+
 
 def register_backend(name: str, factory: Callable[[int], object], *, source: str = "builtin",
                      available: Callable[[], str | None] | None = None, priority: int = 0,
-                     devices: Callable[[], list] | None = None) -> None:
+                     devices: Callable[[], list] | None = None, owner: str | None = None,
+                     default_options: Callable[[], dict] | None = None) -> None:
+    """Register (or replace) backend ``name``. ``ValueError`` for a name that is no identifier,
+    or one that another plugin owns (``owner`` is the registering plugin's name)."""
     if not isinstance(name, str) or not name.isidentifier():
         raise ValueError(f"backend name must be an identifier, got {name!r}")
     with _lock:
-        _factories[name] = BackendInfo(name, factory, source, available, priority, devices)
+        taken_by = getattr(_backends.get(name), "owner", None)
+        if owner is not None and taken_by is not None and taken_by != owner:
+            source = _backends[name].source
+            who = source if taken_by in source else f"plugin {taken_by} ({source})"
+            raise ValueError(f"{who} already registered a backend of that name")
+        _backends[name] = BackendInfo(name, factory, source, available, priority, devices, owner,
+                                      default_options)
 
 
 def unregister_backend(name: str) -> None:
+    """Forget backend ``name``: its devices are closed and its clients dropped."""
     with _lock:
-        _factories.pop(name, None)
+        _backends.pop(name, None)
         for key in [k for k in _servers if k.split(":")[0] == name]:
             server = _servers.pop(key)
             server.channel.close()
@@ -85,21 +142,23 @@ def unregister_backend(name: str) -> None:
             del _clients[key]
 
 
-def backend_infos() -> dict[str, BackendInfo]:
-    _ensure_plugins()
+def owned_backends() -> dict[str, str]:
+    """Backend name -> the plugin that registered it, for the backends a plugin registered. Does
+    not start the plugin manager (the manager itself asks)."""
     with _lock:
-        return dict(_factories)
+        return {name: info.owner for name, info in _backends.items() if info.owner is not None}
+
+
+def backend_infos() -> dict[str, BackendInfo]:
+    """Every registered backend (the plugins loaded first), available or not."""
+    _start_plugins()
+    with _lock:
+        return dict(_backends)
 
 
 def backends() -> list[str]:
     """The registered backend names (available or not)."""
     return sorted(backend_infos())
-
-
-def _ensure_plugins() -> None:
-    from ..plugins import get_plugin_manager
-
-    get_plugin_manager()
 
 
 def _default_device() -> str:
@@ -127,39 +186,47 @@ def _parse(device: str) -> tuple[str, int]:
     return name, idx
 
 
+def _no_such_backend(name: str) -> BackendNotFound:
+    return BackendNotFound(f"no backend named {name!r}; registered: {sorted(_backends)}")
+
+
 def client(device: str | None = None, **options):
     """The client of ``device`` (``"cpu"``, ``"cpu:1"``, ``"cuda"``, ...); the same object each time.
 
     Options (e.g. ``boundscheck=True``) change how kernels are compiled; clients with different
-    options share the device's server, its memory and its streams. An option the device's backend
-    does not know is ``OptionError`` (a ``TypeError``), listing the ones it knows.
+    options share the device's server, its memory and its streams. Options the caller leaves out
+    may come from the environment, as the backend's registration says (``default_options``). An
+    option the device's backend does not know is ``OptionError`` (a ``TypeError``), listing the
+    ones it knows.
     """
-    from .client import Client
-
     if device is None:
         device = _default_device()
     if not isinstance(device, str):
-        raise TypeError(f"device must be a string like 'cpu' or 'cuda:1', got {type(device).__name__}")
+        raise TypeError(f"device must be a string '<backend>[:index]', got {type(device).__name__}")
     name, index = _parse(device)
     canonical = f"{name}:{index}"
-    if name == "cpu" and "boundscheck" not in options and (forced := config.boundscheck_forced()) is not None:
-        options["boundscheck"] = forced      # NUMBA_BOUNDSCHECK, else NUMBA_CUBE_BOUNDSCHECK
+    info = _backends.get(name)  # a dict read is atomic: no lock on the common path
+    if info is None:
+        _start_plugins()
+        info = _backends.get(name)
+        if info is None:
+            raise _no_such_backend(name)
+    options = info.client_options(options)
     key = (canonical, tuple(sorted(options.items())))
-    c = _clients.get(key)  # the common case, without the lock (a dict read is atomic)
+    c = _clients.get(key)
     if c is not None:
         return c
     # Plugins load before the registry lock is taken: the plugin manager's lock is always taken
     # first (it registers backends under it), so holding ours while waiting for it could deadlock
     # against a thread that is loading plugins.
-    _ensure_plugins()
+    _start_plugins()
     with _lock:
         c = _clients.get(key)
         if c is not None:
             return c
-        infos = _factories
-        info = infos.get(name)
+        info = _backends.get(name)
         if info is None:
-            raise BackendNotFound(f"no backend named {name!r}; registered: {sorted(infos)}")
+            raise _no_such_backend(name)
         server = _servers.get(canonical)
         if server is None:
             reason = info.unavailable_reason()
@@ -176,9 +243,7 @@ def client(device: str | None = None, **options):
         _refuse_unknown_options(server, canonical, options)
         c = _clients[key] = Client(server, options=options)
     # Outside the lock: a plugin's hook may itself ask for clients, from any thread.
-    from ..plugins import notify_client_created
-
-    notify_client_created(c)
+    _client_created(c)
     return c
 
 
@@ -199,22 +264,11 @@ def use(c) -> None:
     _default_client = c
 
 
-def push_current(c) -> None:
-    stack = getattr(_local, "stack", None)
-    if stack is None:
-        stack = _local.stack = []
-    stack.append(c)
-
-
-def pop_current() -> None:
-    _local.stack.pop()
-
-
 def current_client():
     """The innermost ``with client:`` on this thread, else ``cube.use``'s, else the default device's."""
-    stack = getattr(_local, "stack", None)
-    if stack:
-        return stack[-1]
+    entered = entered_client()
+    if entered is not None:
+        return entered
     if _default_client is not None:
         return _default_client
     return client()

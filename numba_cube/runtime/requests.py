@@ -1,4 +1,4 @@
-"""What crosses from the issuing thread to the server for one launch (runtime.md section 1).
+"""What crosses from the issuing thread to the server for one launch (CONTRACT.md section 1).
 
 A ``LaunchRequest`` carries everything the server needs, decided on the issuing thread (stream,
 launch mode, options, who waits for the outcome), so the server never reads the caller's
@@ -31,9 +31,10 @@ class LaunchRequest(NamedTuple):
     stream: Any           # StreamId
     mode: LaunchMode
     options: tuple        # client compile options, as sorted (key, value) pairs
-    # (kernel as passed, count, dim, args) as the caller passed them, when the server may arm a
-    # warm path for the next identical launch (see backends/cuda/fast_path.py); else None.
-    raw: tuple | None = None
+    # The launch as the caller wrote it, (kernel object, count, dim, args), when the launch may
+    # start a warm path: a server that has one (``HostServer.fast_launch``) matches the next
+    # launches against it (backends/cuda/fast_path.py); else None.
+    as_called: tuple | None = None
     issuer: int = 0       # the issuing thread's ident (whom an unrecorded failure is reported to)
     outcome: Any = None   # outcomes.LaunchOutcome of a caller that waits for this launch, or None
     skipped: Any = None   # modes.SkippedLaunch of a launch dry runs skip (they wait for it), or None

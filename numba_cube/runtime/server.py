@@ -7,7 +7,7 @@ channel (one at a time, see ``channel.py``); stream work runs later on stream wo
 that stand on their own are mixed in from their modules: the memory table (``memory_table.py``),
 the capture operations (``capture.py``) and where launch outcomes go (``outcomes.py``).
 
-A launch, in the order of runtime.md section 1.2:
+A launch, in the order of CONTRACT.md section 1.2:
 
 1. cache key: kernel id, argument types, alignment, and what the backend bakes in;
 2. compile or reuse; a compile failure is remembered with the cache entry;
@@ -23,8 +23,10 @@ A failure no buffer can carry (the launch writes none) goes to the launch's own 
 caller waits for it, else to the device's log of unrecorded failures (``outcomes.py``): the
 dispatch reports it through ``Recorded.report``, set here per launch (``_reporter``).
 
-This policy is shared: ``backends/cuda/server.py`` overrides ``op_launch`` and uses the same
-pieces (``_skip``, ``refusal_of``, ``_refused_run``, ``_reporter``, ``_close_capture``).
+This policy has one copy, for every backend: ``op_launch`` and ``op_stop_capture`` are never
+overridden. A server over other hardware (``backends/cuda/server.py``) overrides only the
+mechanism hooks they call: the plan, the resolved dispatch, its task and how it is queued, the
+executor of streams (``_make_streams``) and the graph a capture becomes (``_graph``).
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ from .. import config
 from ..errors import CompileError, DeviceFault
 from ..kernel.kernel import resolve_access
 from . import observers
-from .capture import CaptureOps, Recorded, run_recorded
+from .capture import CaptureOps
+from .dispatch import Recorded, run_recorded
 from .composite import COMPOSITE_TYPES, add_regions, analysis_entry, composite_bindings
 from .exclusive import ExclusiveGate
 from .handle import Binding
@@ -73,7 +76,7 @@ class CacheEntry:
 
 def alignment_of(bindings) -> int:
     """The strongest alignment every view shares: the pool alignment lowered to the lowest set bit
-    of each start offset. Reads descriptors only (runtime.md 1.2 step 1)."""
+    of each start offset. Reads descriptors only (CONTRACT.md 1.2 step 1)."""
     align = ALIGNMENT
     for b in bindings:
         if b.offset:
@@ -92,6 +95,11 @@ class _LaunchPlan(NamedTuple):
     count_view: Any
     composites: tuple = ()  # positions of composite arguments (materialized per launch)
 
+    @property
+    def error(self) -> BaseException | None:
+        """The compile failure (what ``op_launch`` asks every backend's plan)."""
+        return self.entry.error
+
 
 class HostServer(MemoryTable, CaptureOps, LaunchRouting):
     """Policy core of a backend whose kernels run on host worker threads."""
@@ -101,7 +109,8 @@ class HostServer(MemoryTable, CaptureOps, LaunchRouting):
     #: Host servers have none: a launch there is a queue hop anyway.
     fast_launch = None
 
-    def __init__(self, device: str, backend, channel, *, max_tasks: int = 32, baseline_rule: bool = False):
+    def __init__(self, device: str, backend, channel, *, max_tasks: int = 32,
+                 baseline_rule: bool | None = None):
         self.device = device
         self.backend = backend
         #: the most dynamic shared memory (bytes per cube) a launch may ask for; the client refuses
@@ -109,9 +118,12 @@ class HostServer(MemoryTable, CaptureOps, LaunchRouting):
         self.max_dynamic_shared_bytes = int(getattr(backend, "max_dynamic_shared_bytes", 0))
         self.channel = channel
         self.ledger = Ledger()
+        if baseline_rule is None:       # the process's rule (one place reads it, for every backend)
+            baseline_rule = config.get_str("NUMBA_CUBE_DEPENDENCY_RULE", "hazard",
+                                           ("hazard", "baseline")) == "baseline"
         self.hazards = HazardTracker(baseline=baseline_rule)
         self.fault: BaseException | None = None
-        self.streams = HostStreams(device, max_tasks, self._on_fault)
+        self.streams = self._make_streams(device, max_tasks)
         self.pool = MemoryPool(backend.allocate, backend.release)
         self.memory: dict[int, tuple[int, Any]] = {}  # memory id -> (capacity, backend memory)
         self.compile_cache: dict[tuple, CacheEntry] = {}
@@ -128,6 +140,10 @@ class HostServer(MemoryTable, CaptureOps, LaunchRouting):
         self.exclusive = ExclusiveGate()
         self.prepared = False
         self.unrecorded = UnrecordedFailures(device)   # failures no buffer carries (outcomes.py)
+
+    def _make_streams(self, device: str, max_tasks: int):
+        """The executor of this device's streams: worker threads (``host_streams.py``)."""
+        return HostStreams(device, max_tasks, self._on_fault)
 
     # -- options -----------------------------------------------------------------------------------
     def known_options(self) -> frozenset:
@@ -152,58 +168,98 @@ class HostServer(MemoryTable, CaptureOps, LaunchRouting):
 
     # -- launch -------------------------------------------------------------------------------------------
     def op_launch(self, req: LaunchRequest, blocking: bool = False) -> Task | None:
-        """Steps 1-4 of runtime.md 1.2. With ``blocking`` (a profiled launch, or a caller that
-        waits for its outcome) the task is flushed and returned so the caller can wait for it."""
+        """Steps 1-4 of CONTRACT.md 1.2, for every backend: the one copy of the launch policy.
+        With ``blocking`` (a profiled launch, or a caller that waits for its outcome) the task is
+        flushed and returned so the caller can wait for it.
+
+        What differs between backends is mechanism, behind the hooks below: the plan
+        (``_plan``: compiled artifact, read and write sets), a refusal only the backend can see
+        (``_refusal``), the resolved dispatch (``_recorded``), what a capture cannot carry
+        (``_not_capturable``), the task that runs it (``_dispatch_task``, ``_refused_task``),
+        how it is queued (``_submit``) and what follows (``_launched``)."""
         if self._to_free:
             self._drain_frees()
+        self._prepare()
         if req.mode is LaunchMode.SKIP:
             return self._skip(req)
         plan = self._plan(req)
-        entry = plan.entry
-        reads, writes = plan.reads, plan.writes
         kid = req.kernel.id
         capture = self.captures.get(req.stream) if self.captures else None
-        error = entry.error if entry.error is not None else refusal_of(req)
+        error = plan.error if plan.error is not None else self._refusal(req, plan)
         if error is not None:
             if capture is not None:
                 capture.refuse(refused_launch_text(kid, error))
                 return None
-            task = Task(self._refused_run(req, writes, error), req.stream, kid)
+            task = self._refused_task(req, self._refused_run(req, plan.writes, error))
             task.failure_hint = Failure(error, kid, (kid,))
-        else:
-            arrays = plan.arrays
-            if plan.scalars:
-                arrays = list(arrays)
-                for i in plan.scalars:
-                    arrays[i] = req.args[i]
-            if plan.composites:
-                # Tuples, records, enums, dates (composite.py): their numbers change per launch.
-                arrays = list(arrays)
-                for i in plan.composites:
-                    arrays[i] = req.args[i].materialize(self.host_array)
-            rec = Recorded(kid, entry.artifact, req.count.as_tuple(), req.dim.as_tuple(), arrays,
-                           plan.count_view, reads, writes, self._reporter(req, writes),
-                           req.shared_bytes)
-            if capture is not None:
-                if self.ledger.first_failure(reads) is not None:
-                    capture.refuse(f"launch of {kid} (skipped: an input carries a failure)")
+            return self._submit(task, plan, blocking)
+        rec = self._recorded(req, plan, capture is not None)
+        if capture is not None:
+            if self.ledger.first_failure(plan.reads) is not None:
+                capture.refuse(f"launch of {kid} (skipped: an input carries a failure)")
+            else:
+                reason = self._not_capturable(req, plan, rec)
+                if reason is not None:
+                    capture.refuse(reason)
                 else:
                     capture.recorded.append(rec)
-                return None
-            task = Task(None, req.stream, kid)
-            task.run = self._timed(rec, task)
+            return None
+        answer = self._submit(self._dispatch_task(req, plan, rec), plan, blocking)
+        self._launched(req, plan)
+        return answer
+
+    # -- the mechanism hooks of op_launch (a backend's server overrides these, never op_launch) --
+    def _prepare(self) -> None:
+        """Before a launch touches the device (a CUDA server makes its context current)."""
+
+    def _refusal(self, req: LaunchRequest, plan) -> BaseException | None:
+        """Why this launch cannot run although it compiled (a geometry beyond CUDA's limits:
+        ``refusal_of``), or None."""
+        return refusal_of(req)
+
+    def _recorded(self, req: LaunchRequest, plan: "_LaunchPlan", capturing: bool) -> Recorded:
+        """The resolved dispatch: the plan's arrays with this launch's scalars and composites."""
+        arrays = plan.arrays
+        if plan.scalars:
+            arrays = list(arrays)
+            for i in plan.scalars:
+                arrays[i] = req.args[i]
+        if plan.composites:
+            # Tuples, records, enums, dates (composite.py): their numbers change per launch.
+            arrays = list(arrays)
+            for i in plan.composites:
+                arrays[i] = req.args[i].materialize(self.host_array)
+        return Recorded(req.kernel.id, plan.entry.artifact, req.count.as_tuple(),
+                        req.dim.as_tuple(), arrays, plan.count_view, plan.reads, plan.writes,
+                        self._reporter(req, plan.writes), req.shared_bytes)
+
+    def _not_capturable(self, req: LaunchRequest, plan, rec: Recorded) -> str | None:
+        """What a capture window must refuse about this dispatch (nothing, on a host backend:
+        its graphs re-run recorded dispatches, dynamic counts included)."""
+        return None
+
+    def _dispatch_task(self, req: LaunchRequest, plan, rec: Recorded) -> Task:
+        task = Task(None, req.stream, rec.kernel_id)
+        task.run = self._timed(rec, task)
+        return task
+
+    def _refused_task(self, req: LaunchRequest, run) -> Task:
+        """The task of a launch that cannot run: ``run`` fails its write set in stream order."""
+        return Task(run, req.stream, req.kernel.id)
+
+    def _submit(self, task: Task, plan, blocking: bool) -> Task | None:
+        """Queue ``task`` after the tasks the hazard tracker names for the plan's buffers."""
         deps = self.hazards.register(task, plan.read_mems, plan.write_mems)
         task.task_id = next(self._task_ids)
         self.streams.enqueue(task, deps)
         self.stats["launched"] += 1
         if blocking:
-            self.streams.flush(req.stream)
+            self.streams.flush(task.stream)
             return task
         return None
 
-    def _plan_error(self, req: LaunchRequest) -> BaseException | None:
-        """Work out the launch's plan (compiling if needed); its compile failure, or None."""
-        return self._plan(req).entry.error
+    def _launched(self, req: LaunchRequest, plan) -> None:
+        """After a dispatch was queued (a CUDA server arms its warm path here)."""
 
     def _plan(self, req: LaunchRequest) -> "_LaunchPlan":
         """What a launch of this kernel on these buffers needs, worked out once.
@@ -277,7 +333,7 @@ class HostServer(MemoryTable, CaptureOps, LaunchRouting):
 
         The *launch-plan* key is made of plain Python values (dtype and ndim per buffer, the type
         of each scalar) and is cheap to hash, so a warm launch never builds backend types. Only on
-        its miss is the real compile-cache key built (runtime.md 1.2: kernel id, argument types,
+        its miss is the real compile-cache key built (CONTRACT.md 1.2: kernel id, argument types,
         alignment, what the backend bakes in), which several plan keys may share.
         """
         bindings = composite_bindings(req.args)

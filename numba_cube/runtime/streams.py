@@ -1,4 +1,4 @@
-"""Stream identity: which logical queue a launch goes to (runtime.md section 3).
+"""Stream identity: which logical queue a launch goes to (CONTRACT.md section 3).
 
 By default every issuing thread has its own stream, so two threads launching on one client land
 on two streams and the runtime orders them by the buffers they share. ``with cube.stream():``
@@ -16,10 +16,14 @@ import threading
 
 from ..errors import StreamIdError
 
-__all__ = ["StreamId", "stream", "stream_id_or_none"]
+__all__ = ["StreamId", "stream", "stream_id_or_none", "thread_streams"]
 
 _ids = itertools.count(1)
-_local = threading.local()
+#: Per thread: ``current`` (the thread's current stream, kept up to date by ``stream`` blocks;
+#: absent until the thread first asks), ``own`` (its own stream) and ``stack`` (open blocks).
+#: Public for the client's warm launch, which reads ``thread_streams.current`` directly (one
+#: attribute instead of a call of ``StreamId.current``); everything else calls the methods.
+thread_streams = threading.local()
 
 
 class StreamId(int):
@@ -47,10 +51,10 @@ class StreamId(int):
         # ``current`` is kept up to date by ``stream`` blocks, so the launch path reads one
         # attribute; the first call on a thread gives the thread its own stream.
         try:
-            return _local.current
+            return thread_streams.current
         except AttributeError:
-            _local.own = _local.current = cls.new()
-            return _local.current
+            thread_streams.own = thread_streams.current = cls.new()
+            return thread_streams.current
 
     def __repr__(self) -> str:
         return f"StreamId({int(self)})"
@@ -78,16 +82,16 @@ class stream:
         self.stream_id = stream_id if stream_id is not None else StreamId.new()
 
     def __enter__(self) -> StreamId:
-        stack = getattr(_local, "stack", None)
+        stack = getattr(thread_streams, "stack", None)
         if stack is None:
-            stack = _local.stack = []
-            if not hasattr(_local, "own"):
-                _local.own = StreamId.new()
+            stack = thread_streams.stack = []
+            if not hasattr(thread_streams, "own"):
+                thread_streams.own = StreamId.new()
         stack.append(self.stream_id)
-        _local.current = self.stream_id
+        thread_streams.current = self.stream_id
         return self.stream_id
 
     def __exit__(self, *exc):
-        _local.stack.pop()
-        _local.current = _local.stack[-1] if _local.stack else _local.own
+        thread_streams.stack.pop()
+        thread_streams.current = thread_streams.stack[-1] if thread_streams.stack else thread_streams.own
         return False

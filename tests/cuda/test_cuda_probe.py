@@ -1,4 +1,4 @@
-"""The ``cuda`` backend's registration and ``available()`` probe (runtime.md section 8)."""
+"""The ``cuda`` backend's registration and ``available()`` probe (CONTRACT.md section 8)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Graph capture and replay on the CPU backend (runtime.md section 6)."""
+"""Graph capture and replay on the CPU backend (CONTRACT.md section 6)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The gates of a launch on the issuing thread, and what travels with it (runtime.md 1.1, 1.2, 2)."""
+"""The gates of a launch on the issuing thread, and what travels with it (CONTRACT.md 1 and 2)."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def test_kernels_io_as_assumed():
 
 
 def test_one_client_per_device(devices):
-    """api.md: asking for a device twice returns the same client (one server per device)."""
+    """API.md: asking for a device twice returns the same client (one server per device)."""
     c = devices.fresh()
     assert cube.client(c.device) is c
     assert c.device.startswith(devices.name + ":")
@@ -120,7 +120,7 @@ def test_foreign_handle_of_a_dynamic_count_is_refused(devices):
 
 
 def test_foreign_handle_is_refused_by_every_client_call(devices):
-    """1.1/api.md: read, write, check, sync_buffers of another device's handle are refused on the
+    """1.1, API.md: read, write, check, sync_buffers of another device's handle are refused on the
     issuing thread too (its coordinates are garbage here)."""
     name = devices.name
     c0, c1 = cube.client(f"{name}:0"), cube.client(f"{name}:1")
@@ -151,7 +151,7 @@ def test_wrong_argument_count_is_a_launch_argument_error(client):
 
 @pytest.mark.parametrize("bad", [np.zeros(4), "text", None, [1.0, 2.0], object()])
 def test_wrong_argument_type_is_a_launch_argument_error(client, bad):
-    """api.md: args are handles, views of handles, NumPy scalars or Python numbers; anything else
+    """API.md: args are handles, views of handles, NumPy scalars or Python numbers; anything else
     (a NumPy array, a string, ...) is a LaunchArgumentError (a TypeError) on the issuing thread."""
     x = client.create(np.arange(4.0))
     with pytest.raises(LaunchArgumentError) as info:
@@ -166,7 +166,7 @@ def test_wrong_argument_type_is_a_launch_argument_error(client, bad):
     (2, 2.0), (2.5, 2.5), (True, 1.0), (np.float32(3.0), 3.0), (np.int16(-1), -1.0),
 ])
 def test_scalar_arguments_are_accepted(client, scalar, expected):
-    """api.md: NumPy scalars and Python numbers are accepted as arguments."""
+    """API.md: NumPy scalars and Python numbers are accepted as arguments."""
     x = client.create(np.arange(4.0))
     out = client.empty(4)
     client.launch(scale_into, 1, 1, scalar, x, out)
@@ -174,7 +174,7 @@ def test_scalar_arguments_are_accepted(client, scalar, expected):
 
 
 def test_bad_geometry_is_refused_before_anything_happens(client):
-    """1.1/api.md geometry: a bad count or dim is a LaunchArgumentError on the issuing thread."""
+    """1.1, API.md geometry: a bad count or dim is a LaunchArgumentError on the issuing thread."""
     out = client.create(np.zeros(4))
     with pytest.raises(LaunchArgumentError):
         client.launch(fill_ones, 1, 0, out)

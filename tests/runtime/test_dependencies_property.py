@@ -1,4 +1,4 @@
-"""Property: random multi-threaded programs equal their sequential NumPy reference (runtime.md 3).
+"""Property: random multi-threaded programs equal their sequential NumPy reference (CONTRACT.md 3).
 
 Each generated program is a list of operations (launches of real CPU kernels, host writes, reads,
 temporary buffers) over up to 8 buffers and their views, spread over up to 4 threads with random

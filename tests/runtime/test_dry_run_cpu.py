@@ -1,4 +1,4 @@
-"""Dry runs on the real CPU backend (runtime.md section 2; issue 5)."""
+"""Dry runs on the real CPU backend (CONTRACT.md section 2; issue 5)."""
 
 from __future__ import annotations
 

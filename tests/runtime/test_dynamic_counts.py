@@ -1,4 +1,4 @@
-"""Dynamic cube counts on the CPU backend (runtime.md section 5)."""
+"""Dynamic cube counts on the CPU backend (CONTRACT.md section 5)."""
 
 from __future__ import annotations
 

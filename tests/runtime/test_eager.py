@@ -1,4 +1,4 @@
-"""The numba-style launch ``kernel[count, dim](*numpy_arrays)`` (api.md "Kernels")."""
+"""The numba-style launch ``kernel[count, dim](*numpy_arrays)`` (API.md "Kernels")."""
 
 from __future__ import annotations
 

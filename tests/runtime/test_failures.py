@@ -1,4 +1,4 @@
-"""Failure is a state of a buffer, not a return value (runtime.md section 4), through a client
+"""Failure is a state of a buffer, not a return value (CONTRACT.md section 4), through a client
 on the fake Python backend."""
 
 from __future__ import annotations
@@ -226,7 +226,7 @@ def test_a_launch_that_raises_on_another_stream_is_seen_by_a_reader(client):
 
 
 def test_a_host_write_repairs_a_failed_buffer(client):
-    """api.md/4: writing host data into the whole of a failed buffer repairs it (the caller asked
+    """4.1, API.md: writing host data into the whole of a failed buffer repairs it (the caller asked
     for new contents and got them)."""
     x = client.create(np.arange(4.0))
     out = client.empty(4)
@@ -247,7 +247,7 @@ def test_a_host_write_into_a_view_repairs_only_that_view(client):
 
 
 def test_a_host_write_is_in_stream_order(client):
-    """api.md write: the data is staged at the call (the caller may reuse its array at once) and
+    """API.md write: the data is staged at the call (the caller may reuse its array at once) and
     lands after earlier work on the buffer: a failing launch queued before the write does not
     overwrite the repair."""
     x = client.create(np.arange(4.0))
@@ -472,7 +472,7 @@ def test_sync_raises_device_fault_when_the_server_has_a_fault(devices):
 
 
 def test_eager_launch_raises_launch_failure_at_once(client):
-    """api.md kernel[count, dim](arrays): host arrays are copied in and written ones copied back,
+    """API.md kernel[count, dim](arrays): host arrays are copied in and written ones copied back,
     synchronously; a failure raises LaunchFailure right there (it is the read)."""
     x = np.arange(4.0)
     out = np.zeros(4)

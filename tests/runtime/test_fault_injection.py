@@ -1,4 +1,4 @@
-"""Fault injection on the real CPU backend (runtime.md section 4; issue 3).
+"""Fault injection on the real CPU backend (CONTRACT.md section 4; issue 3).
 
 A pipeline of 12 launches over 13 buffers forms a DAG (launch k reads buffers k and k // 2 and
 writes buffer k + 1). A real failure (an out-of-bounds index with bounds checking on, so the

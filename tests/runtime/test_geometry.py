@@ -1,4 +1,4 @@
-"""Launch geometry: CubeDim, CubeCount, dynamic counts (api.md geometry, runtime.md 1.1 and 5)."""
+"""Launch geometry: CubeDim, CubeCount, dynamic counts (API.md geometry, CONTRACT.md 1.1 and 5)."""
 
 from __future__ import annotations
 
@@ -19,14 +19,14 @@ from ._util import drain, host_contents
     ([4, 2], (4, 2, 1)), (np.int32(5), (5, 1, 1)), ((np.int64(2), 3), (2, 3, 1)),
 ])
 def test_ints_and_tuples_are_accepted(value, expected):
-    """api.md: ints and tuples (1 to 3 dimensions, missing ones are 1) are accepted wherever a
+    """API.md: ints and tuples (1 to 3 dimensions, missing ones are 1) are accepted wherever a
     CubeDim or CubeCount is expected."""
     assert CubeDim.coerce(value).as_tuple() == expected
     assert CubeCount.coerce(value).as_tuple() == expected
 
 
 def test_coerce_passes_values_through():
-    """api.md: a CubeDim/CubeCount is accepted as is."""
+    """API.md: a CubeDim/CubeCount is accepted as is."""
     d, c = CubeDim(2, 3), CubeCount(4)
     assert CubeDim.coerce(d) is d and CubeCount.coerce(c) is c
     assert d.num_elems == 6 and c.num_elems == 4
@@ -34,7 +34,7 @@ def test_coerce_passes_values_through():
 
 @pytest.mark.parametrize("bad", [(), (1, 2, 3, 4), 2.0, "4", (1, 2.5), None, -1, (4, -1)])
 def test_bad_geometry_is_a_launch_argument_error(bad):
-    """api.md errors: a geometry that is not 1-3 non-negative integers is a LaunchArgumentError
+    """API.md errors: a geometry that is not 1-3 non-negative integers is a LaunchArgumentError
     (also a TypeError), raised on the issuing thread."""
     for cls in (CubeDim, CubeCount):
         with pytest.raises(LaunchArgumentError) as info:
@@ -52,7 +52,7 @@ def test_cube_dim_is_at_least_one():
 
 
 def test_cube_count_constructor_validates_like_coerce():
-    """api.md geometry: CubeCount(x, y, z) made directly takes the same non-negative integers as
+    """API.md geometry: CubeCount(x, y, z) made directly takes the same non-negative integers as
     coerce; a negative or fractional dimension must not slip past the zero-grid gate."""
     for bad in [(-1,), (2, -3), (1.5,)]:
         with pytest.raises(LaunchArgumentError):
@@ -92,7 +92,7 @@ def test_kernels_io_as_assumed():
 
 
 def test_dynamic_count_needs_a_handle_of_twelve_bytes(devices):
-    """api.md/5: CubeCount.dynamic takes a handle (or a view) holding three uint32."""
+    """5, API.md: CubeCount.dynamic takes a handle (or a view) holding three uint32."""
     client = devices.fresh()
     with pytest.raises(LaunchArgumentError):
         CubeCount.dynamic(np.ones(3, np.uint32))

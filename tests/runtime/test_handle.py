@@ -1,4 +1,4 @@
-"""Handles and views (api.md "Clients and handles"; runtime.md section 3 on freeing)."""
+"""Handles and views (API.md "Clients and handles"; CONTRACT.md section 3 on freeing)."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ def test_kernels_io_as_assumed():
 
 
 def test_descriptors(client):
-    """api.md: a Handle has .shape, .dtype, .nbytes, .device (the device's name)."""
+    """API.md: a Handle has .shape, .dtype, .nbytes, .device (the device's name)."""
     h = client.create(np.zeros((3, 5), np.float32))
     assert h.shape == (3, 5) and h.dtype == np.float32 and h.nbytes == 60
     assert h.device == client.device and h.ndim == 2 and len(h) == 3 and h.size == 15
@@ -71,7 +71,7 @@ def test_descriptors(client):
 
 
 def test_create_copies_the_data(client):
-    """api.md: create(array_like) makes a new buffer holding a copy (later changes to the
+    """API.md: create(array_like) makes a new buffer holding a copy (later changes to the
     source array do not reach it)."""
     src = np.arange(6.0)
     h = client.create(src)
@@ -81,7 +81,7 @@ def test_create_copies_the_data(client):
 
 
 def test_read_returns_a_copy(client):
-    """api.md: read returns the contents; changing the returned array does not change the buffer."""
+    """API.md: read returns the contents; changing the returned array does not change the buffer."""
     h = client.create(np.arange(4.0))
     a = client.read(h)
     a[:] = 9
@@ -92,7 +92,7 @@ def test_read_returns_a_copy(client):
 
 
 def test_views_share_memory(client):
-    """api.md: h[a:b] is a view sharing memory: a write through the view is seen through the
+    """API.md: h[a:b] is a view sharing memory: a write through the view is seen through the
     parent and the other way round."""
     h = client.create(np.arange(8.0))
     v = h[2:5]
@@ -104,7 +104,7 @@ def test_views_share_memory(client):
 
 
 def test_a_launch_through_a_view_writes_only_its_bytes(client):
-    """api.md + 1.2: a view is a byte offset into the same buffer; a kernel writing the view
+    """API.md + 1.2: a view is a byte offset into the same buffer; a kernel writing the view
     changes exactly those bytes of the parent."""
     h = client.create(np.zeros(8))
     client.launch(fill_ones, 1, 1, h[4:])
@@ -112,7 +112,7 @@ def test_a_launch_through_a_view_writes_only_its_bytes(client):
 
 
 def test_views_of_views_accumulate_offsets(client):
-    """api.md: slicing a view slices the same buffer further."""
+    """API.md: slicing a view slices the same buffer further."""
     h = client.create(np.arange(10.0))
     vv = h[2:9][1:3]
     assert vv.offset == 24 and vv.shape == (2,)
@@ -120,7 +120,7 @@ def test_views_of_views_accumulate_offsets(client):
 
 
 def test_slicing_rules(client):
-    """api.md: 1-D slicing along the first axis; an int index gives a one-row view (the axis is
+    """API.md: 1-D slicing along the first axis; an int index gives a one-row view (the axis is
     kept, so the result is still a buffer); negative indices count from the end; bounds clamp
     like Python slices; a step other than 1 gives a strided view with NumPy's elements (see
     tests/runtime/test_handle_layout.py)."""
@@ -145,7 +145,7 @@ def test_slicing_rules(client):
 
 
 def test_slicing_a_2d_handle_takes_rows(client):
-    """api.md: slicing a multi-dimensional handle takes whole rows of the first axis."""
+    """API.md: slicing a multi-dimensional handle takes whole rows of the first axis."""
     h = client.create(np.arange(12.0).reshape(3, 4))
     v = h[1:3]
     assert v.shape == (2, 4) and v.offset == 32
@@ -154,7 +154,7 @@ def test_slicing_a_2d_handle_takes_rows(client):
 
 
 def test_zero_d_handles_cannot_be_sliced(client):
-    """api.md: slicing is along the first axis, which a 0-d handle does not have."""
+    """API.md: slicing is along the first axis, which a 0-d handle does not have."""
     h = client.empty((), np.float64)
     assert h.shape == () and h.nbytes == 8
     with pytest.raises(IndexError):
@@ -162,7 +162,7 @@ def test_zero_d_handles_cannot_be_sliced(client):
 
 
 def test_view_as(client):
-    """api.md: view_as reads the same bytes as another dtype and shape; sizes must match."""
+    """API.md: view_as reads the same bytes as another dtype and shape; sizes must match."""
     h = client.create(np.arange(4, dtype=np.uint32))
     b = h.view_as(np.uint8)
     assert b.shape == (16,) and b.dtype == np.uint8 and b.memory_id == h.memory_id
@@ -198,7 +198,7 @@ def test_failure_on_a_view_leaves_other_views_readable(client):
 
 
 def test_a_view_keeps_the_memory_alive(client):
-    """api.md: the allocation is given back when the last handle *or view* of it is dropped."""
+    """API.md: the allocation is given back when the last handle *or view* of it is dropped."""
     h = client.create(np.arange(8.0))
     mem = h.memory_id
     v = h[2:4]
@@ -214,7 +214,7 @@ def test_a_view_keeps_the_memory_alive(client):
 
 
 def test_dropping_a_handle_frees_it_for_reuse(client):
-    """api.md: `del handle` frees it once no stream still uses it: with nothing queued, the same
+    """API.md: `del handle` frees it once no stream still uses it: with nothing queued, the same
     memory serves the next buffer of its size class."""
     h = client.create(np.arange(8.0))
     old = client.server.memory[h.memory_id][1]

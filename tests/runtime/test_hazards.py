@@ -1,4 +1,4 @@
-"""Dependency inference from read and write sets (runtime.md section 3), as units.
+"""Dependency inference from read and write sets (CONTRACT.md section 3), as units.
 
 Tasks are tiny fakes with ``.done`` and ``.stream``, the only things the tracker may look at.
 """

@@ -1,4 +1,4 @@
-"""Per-stream queues and worker threads of host-executing backends (runtime.md section 3)."""
+"""Per-stream queues and worker threads of host-executing backends (CONTRACT.md section 3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The failure ledger and the execute scope (runtime.md section 4.1), as units."""
+"""The failure ledger and the execute scope (CONTRACT.md section 4.1), as units."""
 
 from __future__ import annotations
 
@@ -111,7 +111,7 @@ def test_forget_drops_a_freed_buffer():
 
 
 def test_to_exception_carries_root_kernel_and_chain():
-    """api.md errors: LaunchFailure carries .root (the original exception, same object), .kernel_id
+    """API.md errors: LaunchFailure carries .root (the original exception, same object), .kernel_id
     and the chain of launches; its __cause__ is the root."""
     root = ValueError("x")
     exc = Failure(root, "k1", ("k1",)).through("k2").to_exception()

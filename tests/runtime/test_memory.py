@@ -1,5 +1,5 @@
-"""The memory pool: size classes, quarantine of freed memory, steady state (runtime.md section 3:
-"freeing a handle must not let its memory be reused while a launch on any stream still uses it")."""
+"""The memory pool: size classes, quarantine of freed memory, steady state (CONTRACT.md section 3,
+"Freeing": a handle's memory is not reused while a task on any stream may still touch it)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Launch modes: dry runs and real runs (runtime.md section 2), as units with real threads."""
+"""Launch modes: dry runs and real runs (CONTRACT.md section 2), as units with real threads."""
 
 from __future__ import annotations
 
@@ -175,7 +175,7 @@ def test_real_run_nests_as_a_thread_local_depth():
 
 
 def test_decorator_forms():
-    """api.md: dry_run() and real_run() are also usable as decorators, re-entered per call."""
+    """API.md: dry_run() and real_run() are also usable as decorators, re-entered per call."""
     @dry_run()
     def dry():
         return launch_mode()
@@ -197,7 +197,7 @@ def test_decorator_forms():
 
 
 def test_top_level_names():
-    """api.md: the modes are importable from the top-level package."""
+    """API.md: the modes are importable from the top-level package."""
     assert cube.dry_run is dry_run and cube.real_run is real_run
     assert cube.launch_mode is launch_mode and cube.LaunchMode is LaunchMode
 

@@ -1,4 +1,4 @@
-"""Profiling and launch observers (runtime.md 1.1 gates 5 and 6)."""
+"""Profiling and launch observers (CONTRACT.md 1.1 gates 5 and 6)."""
 
 from __future__ import annotations
 

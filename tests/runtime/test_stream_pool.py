@@ -1,4 +1,4 @@
-"""The bounded worker pool behind host streams (runtime.md section 3; ``stream_pool.py``).
+"""The bounded worker pool behind host streams (CONTRACT.md section 3; ``stream_pool.py``).
 
 Driven through ``HostStreams`` (the pool's only user) with plain Python tasks on real threads.
 """

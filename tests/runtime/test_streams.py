@@ -1,4 +1,4 @@
-"""Stream identity and inferred cross-stream ordering (runtime.md section 3, api.md streams)."""
+"""Stream identity and inferred cross-stream ordering (CONTRACT.md section 3, API.md "Streams")."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def test_each_thread_has_its_own_current_stream():
 
 
 def test_stream_block_makes_a_stream_current_and_nests():
-    """3/api.md: `with cube.stream()` makes a new stream current for the thread; blocks nest and
+    """3, API.md: `with cube.stream()` makes a new stream current for the thread; blocks nest and
     each exit restores the enclosing stream."""
     own = StreamId.current()
     with cube.stream() as outer:
@@ -43,7 +43,7 @@ def test_stream_block_makes_a_stream_current_and_nests():
 
 
 def test_stream_block_with_a_given_id_and_after_an_exception():
-    """api.md: `with cube.stream(sid)` makes that stream current; leaving by an exception
+    """API.md: `with cube.stream(sid)` makes that stream current; leaving by an exception
     restores the previous one."""
     sid = StreamId.new()
     own = StreamId.current()
@@ -61,7 +61,7 @@ def test_stream_block_is_thread_local():
 
 
 def test_stream_takes_only_a_stream_id():
-    """api.md: cube.stream takes a StreamId or None."""
+    """API.md: cube.stream takes a StreamId or None."""
     with pytest.raises(TypeError):
         cube.stream(3)
 
@@ -113,7 +113,7 @@ def test_kernels_io_as_assumed():
 
 
 def test_client_stream_id_is_the_threads_current_stream(devices):
-    """1.1/api.md: an unpinned client's stream is the issuing thread's current stream."""
+    """1.1, API.md: an unpinned client's stream is the issuing thread's current stream."""
     client = devices.fresh()
     assert client.pinned is None
     assert client.stream_id == StreamId.current()
@@ -123,7 +123,7 @@ def test_client_stream_id_is_the_threads_current_stream(devices):
 
 
 def test_set_stream_returns_a_pinned_client_and_leaves_the_original(devices):
-    """api.md: set_stream returns a new, pinned client (documented choice); the original client
+    """API.md: set_stream returns a new, pinned client (documented choice); the original client
     (shared by every thread) is unchanged; the pin wins over the thread's current stream."""
     client = devices.fresh()
     sid = StreamId.new()

@@ -1,4 +1,4 @@
-"""Stress: many threads, many launches, shared buffers: no deadlock, no lost update (runtime.md 3)."""
+"""Stress: many threads and launches, shared buffers: no deadlock, no lost update (CONTRACT.md 3)."""
 
 from __future__ import annotations
 

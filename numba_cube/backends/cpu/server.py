@@ -10,7 +10,7 @@ typed with the layout ``numba.typeof`` would give it (``arg_type``): C, F and A 
 
 Which twin a launch uses is decided from the static count (``cache_extras``): small grids run the
 serial twin, because a parallel region's fork/join has a floor of its own (8 ms per call with
-libgomp's default wait policy on a 2-core VM, research/cpu-kernels.md section 6).
+libgomp's default wait policy on a 2-core VM).
 
 Compile flags (``cpu_flags``): ``boundscheck`` and ``fastmath``, from the client's options, else
 the kernel's (``cuda.jit``'s options, ``kernel.options``), else the defaults, and the error model
@@ -211,8 +211,6 @@ class CpuBackend(HostBackend):
 
 def make_cpu_server(index: int) -> HostServer:
     select_threading_layer()
-    rule = config.get_str("NUMBA_CUBE_DEPENDENCY_RULE", "hazard", ("hazard", "baseline"))
     device = f"cpu:{index}"
     return HostServer(device, CpuBackend(), ThreadChannel(device),
-                      max_tasks=config.get_int("NUMBA_CUBE_MAX_TASKS", 32, 1),
-                      baseline_rule=(rule == "baseline"))
+                      max_tasks=config.get_int("NUMBA_CUBE_MAX_TASKS", 32, 1))

@@ -49,7 +49,8 @@ def devices() -> list[str]:
     return [f"cuda:{i}" for i in range(device_count())]
 
 
-@hookimpl
+# tryfirst: the built-in backends register before any third party's, so their names stay theirs.
+@hookimpl(tryfirst=True)
 def numba_cube_register_backends(register):
     register("cuda", make_cuda_server, api_version=BACKEND_API_VERSION, available=available,
              priority=PRIORITY, devices=devices)

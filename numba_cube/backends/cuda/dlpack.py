@@ -32,6 +32,8 @@ import ctypes
 import numpy as np
 
 from ...errors import ForeignHandleError, LaunchArgumentError
+from ...runtime.layout import layout_strides
+from .foreign_array import ForeignArray
 
 __all__ = ["parse_dlpack", "DLManagedTensor", "DLTensor", "DLPACK_CUDA_DEVICES"]
 
@@ -72,16 +74,13 @@ _get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
 
 
 def parse_dlpack(obj, device_index: int):
-    """The DLPack view of ``obj`` as an ``interop.ForeignArray``; ``None`` if it speaks no DLPack.
+    """The DLPack view of ``obj`` as a ``ForeignArray``; ``None`` if it speaks no DLPack.
 
     Raises ``LaunchArgumentError`` for a DLPack array a kernel argument cannot bind (not on a
     CUDA device, vector lanes, an unknown dtype) and ``ForeignHandleError`` for one on
     another GPU than ``device_index`` (said by ``__dlpack_device__``, before the producer is asked
     for a capsule: some refuse to export from a device that is not current). Adoption checks the
     memory itself again, as for any foreign array."""
-    from ...runtime.layout import layout_strides
-    from .interop import ForeignArray
-
     dlpack, device_of = getattr(obj, "__dlpack__", None), getattr(obj, "__dlpack_device__", None)
     if dlpack is None or device_of is None:
         return None

@@ -1,6 +1,6 @@
 """Dynamic cube counts on the GPU without a host round trip: the device-count kernel.
 
-runtime.md section 5: ``CubeCount.dynamic(handle)`` takes the grid from three ``uint32`` in a
+CONTRACT.md section 5: ``CubeCount.dynamic(handle)`` takes the grid from three ``uint32`` in a
 device buffer written by earlier device work. Two ways to launch such a kernel:
 
 **Read-back (the baseline, always available).** Before the execute scope opens, copy the 12
@@ -52,7 +52,7 @@ import textwrap
 
 import numpy as np
 
-from ...runtime.capture import run_recorded
+from ...runtime.dispatch import run_recorded
 from ...runtime.ledger import failed_writing
 from .driver import CudaError
 

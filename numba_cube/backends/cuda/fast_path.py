@@ -34,7 +34,8 @@ What the warm path leaves out, and why that is the same contract:
 - *the execute scope's claim*: a claim exists so that a reader that is not ordered after a
   launch still in progress does not report its failure. Here the claim would be made and released
   under the device lock around one asynchronous driver call; nobody can see it in between. A
-  refused launch records its failure on the write set exactly as the scope's ``fail`` does;
+  refused launch records its failure on the write set through ``ledger.failed_writing``, as the
+  general path records work that never started;
 - *observers, profiles, dry runs, exclusive use*: the client sends a launch down the warm path
   only when none of them is active (``runtime/watchers.py``, ``ExclusiveGate.owner``);
 - *dynamic counts, foreign (borrowed) buffers, compile failures, the baseline dependency rule,
@@ -52,7 +53,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...runtime.handle import Handle
-from ...runtime.ledger import Failure
+from ...runtime.ledger import failed_writing
 from .streams import HotTask
 
 __all__ = ["HotLaunch", "FastLaunchMixin"]
@@ -165,14 +166,14 @@ class FastLaunchMixin:
         with channel.lock:
             # InlineChannel.call's bookkeeping, inlined: a handle's finalizer that the garbage
             # collector runs inside this block defers its operation until we are done.
-            channel.depth += 1
+            channel.enter()
             try:
                 # Steps 2-4 of the module docstring. Every ``return None`` comes before anything
                 # was changed. (One function with the match above: it saves a call frame.)
                 if self._to_free:
                     self._drain_frees()
                 streams = self.streams
-                if self.captures or streams._streams.get(hot.stream) is not hot.cs:
+                if self.captures or streams.serving(hot.stream) is not hot.cs:
                     return None
                 ledger = self.ledger
                 if ledger.first_failure(hot.regions) is not None:
@@ -202,25 +203,23 @@ class FastLaunchMixin:
                 # library switched it on this thread) the driver refuses the launch, it is
                 # not run. Then we make ours current and launch again; a second refusal is the
                 # kernel's own (too many threads, ...).
-                err = plan._launch(*hot.launch_args)[0]
-                if err != plan._success:
+                err = plan.cu_launch(*hot.launch_args)[0]
+                if err != plan.success:
                     self.activate()
-                    err = plan._launch(*hot.launch_args)[0]
-                if err != plan._success:
-                    kid = hot.kernel_id
+                    err = plan.cu_launch(*hot.launch_args)[0]
+                if err != plan.success:
+                    # recorded as the general path records work that never started
                     refused = plan.refused(err, hot.grid, hot.block, hot.shared_bytes)
-                    ledger.record(hot.source.writes, Failure(refused, kid, (kid,)))
+                    failed_writing(ledger, hot.kernel_id, hot.source.writes, refused)
                 # No event here: the task borrows one when somebody has to wait for it (HotTask).
                 self._hot_fired += 1
                 return hot.kernel_id
             finally:
-                channel.depth -= 1
-                if channel.depth == 0 and channel._deferred:
-                    channel.run_deferred()
+                channel.leave()
 
     def _arm(self, req, plan, cs) -> None:
         """After a general launch that ran: make the next identical one warm, if it can be."""
-        key, count, dim, raw_args = req.raw
+        key, count, dim, raw_args = req.as_called
         if self.hazards.baseline or plan.foreign or type(count) not in _PLAIN_GEOMETRY \
                 or type(dim) not in _PLAIN_GEOMETRY:
             return

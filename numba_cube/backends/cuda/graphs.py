@@ -1,4 +1,4 @@
-"""CUDA graphs from capture windows (runtime.md section 6).
+"""CUDA graphs from capture windows (CONTRACT.md section 6).
 
 The runtime's capture state machine (``runtime/capture.py``) is shared with the CPU backend: it
 records, between ``start_capture`` and ``stop_capture``, the *resolved* dispatches (``Recorded``:
@@ -29,7 +29,8 @@ from __future__ import annotations
 import weakref
 
 from ...errors import CaptureError
-from ...runtime.capture import Graph, Recorded, run_recorded
+from ...runtime.capture import Graph
+from ...runtime.dispatch import Recorded, run_recorded
 from ...runtime.ledger import ExecuteScope
 from .driver import CudaError
 from .streams import CudaTask

@@ -48,10 +48,12 @@ import numpy as np
 
 from ...errors import ForeignHandleError, LaunchArgumentError
 from ...runtime.handle import Allocation, Binding, Handle
-from ...runtime.layout import byte_extent, layout_strides
+from ...runtime.layout import layout_strides
+from .dlpack import parse_dlpack
 from .driver import CudaError
+from .foreign_array import ForeignArray
 from .memory import DeviceMemory
-from .streams import CudaTask, _CuStream
+from .streams import CudaTask
 
 __all__ = ["ForeignArray", "parse_cai", "BorrowedEntry", "BorrowedTable", "export_cai", "CudaInteropMixin"]
 
@@ -60,32 +62,6 @@ MAX_ENTRIES = 256
 #: An adoption that no launch consumed (the launch raised on the issuing thread) stops holding
 #: the foreign object after this many seconds.
 UNCONSUMED_SECONDS = 10.0
-
-
-@dataclass
-class ForeignArray:
-    """One foreign array, described: device pointer (of element ``[0, ..., 0]``), shape, dtype,
-    the stream to order after, and byte strides (``None``: C-contiguous)."""
-
-    ptr: int
-    shape: tuple
-    dtype: np.dtype
-    stream: int | None
-    owner: Any
-    strides: tuple | None = None
-
-    @property
-    def extent(self) -> tuple[int, int]:
-        """``(low, high)``: the device addresses of every byte the view can touch."""
-        low, high = byte_extent(self.shape, self.strides, self.dtype.itemsize)
-        return self.ptr + low, self.ptr + high
-
-    @property
-    def nbytes(self) -> int:
-        n = self.dtype.itemsize
-        for s in self.shape:
-            n *= s
-        return n
 
 
 def parse_cai(obj) -> ForeignArray | None:
@@ -304,8 +280,6 @@ class CudaInteropMixin:
         """Seam used by ``Client._bind``: a foreign CUDA array as a borrowed handle, or None."""
         fa = parse_cai(obj)
         if fa is None:
-            from .dlpack import parse_dlpack
-
             fa = parse_dlpack(obj, self.index)
             if fa is None:
                 return None
@@ -387,9 +361,7 @@ class CudaInteropMixin:
                 self.driver.stream_wait_event(foreign, event)
         event = self.streams.events.get()
         self.driver.event_record(event, foreign)
-        cs = _CuStream(ext.stream, foreign)
-        cs.seq = 1
-        ext.cs, ext.seq, ext.event, ext._streams = cs, 1, event, self.streams
+        self.streams.stand_for_foreign(ext, foreign, event)
 
     def _after_foreign(self, task: CudaTask, memory_ids: tuple) -> None:
         """Courtesy to the foreign library: its stream (the one its array named, else the legacy

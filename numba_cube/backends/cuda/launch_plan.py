@@ -1,9 +1,9 @@
 """Launch plans: a kernel's argument block packed once, a launch reduced to one driver call.
 
-numba-cuda spends ~24 us of host time per launch of a 3-array kernel above the raw driver launch
-(``research/python-runtimes.md`` B.2): typing the arguments, flattening each array into ctypes
-values, building a launch config. All of that depends only on the kernel, the argument *types*
-and the buffers bound, which repeat from launch to launch. So:
+numba-cuda spends ~24 us of host time per launch of a 3-array kernel above the raw driver launch:
+typing the arguments, flattening each array into ctypes values, building a launch config. All of
+that depends only on the kernel, the argument *types* and the buffers bound, which repeat from
+launch to launch. So:
 
 - ``ArgLayout`` (per kernel and argument signature) says where each flattened parameter lives in
   one byte block. numba-cuda passes an array of ``ndim`` dimensions as ``5 + 2*ndim`` separate
@@ -21,7 +21,7 @@ and the buffers bound, which repeat from launch to launch. So:
   change) and calls ``cuLaunchKernel``. The driver copies the parameters during the call, so one
   block serves every launch of the plan (all launches of a server happen under its lock).
 
-A plan is also the *artifact* of a recorded dispatch (``capture.Recorded``): ``plan(count, dim,
+A plan is also the *artifact* of a recorded dispatch (``dispatch.Recorded``): ``plan(count, dim,
 (stream, args))`` launches it on ``stream``; graph capture replays recordings that way onto the
 capture stream.
 
@@ -200,7 +200,7 @@ def cooperative_launcher(api):
 class LaunchPlan:
     """A kernel with its buffers bound and packed: per launch, scalars and one driver call."""
 
-    __slots__ = ("kernel", "block", "scalars", "pack", "_flatten", "_launch", "_success", "_driver",
+    __slots__ = ("kernel", "block", "scalars", "pack", "_flatten", "cu_launch", "success", "_driver",
                  "_address", "_buf", "_scalar_packs", "__weakref__")
 
     def __init__(self, kernel: CompiledKernel, driver, args: tuple, pointer_of):
@@ -214,8 +214,10 @@ class LaunchPlan:
             args = flat_leaves(args)
         self.block = ParamBlock(kernel.layout)
         self._driver = driver
-        self._launch = cooperative_launcher(driver.api) if kernel.cooperative else driver.api.cuLaunchKernel
-        self._success = driver.SUCCESS
+        #: the driver's launch call for this kernel (cooperative ones through their launcher) and
+        #: its success code: the warm path (``fast_path.py``) calls them with its own arguments
+        self.cu_launch = cooperative_launcher(driver.api) if kernel.cooperative else driver.api.cuLaunchKernel
+        self.success = driver.SUCCESS
         self._address = self.block.address
         self._buf = self.block.buf
         packs = []
@@ -278,9 +280,9 @@ class LaunchPlan:
         exceptions = self.kernel.exceptions
         if exceptions is not None:
             exceptions.arm(stream)
-        err = self._launch(self.kernel.function, count[0], count[1], count[2], dim[0], dim[1], dim[2],
+        err = self.cu_launch(self.kernel.function, count[0], count[1], count[2], dim[0], dim[1], dim[2],
                            shared_bytes, stream, self._address, 0)[0]
-        if err != self._success:
+        if err != self.success:
             raise self.refused(err, count, dim, shared_bytes)
         if exceptions is not None:
             exceptions.check(stream)      # a debug kernel: raises the exception one of its units raised

@@ -4,8 +4,8 @@ Device memory goes through the runtime's ``MemoryPool`` (``runtime/memory.py``) 
 ``cuMemAlloc``/``cuMemFree``: size classes for reuse, and *quarantine*: a freed buffer is reused
 only once every task that may still touch it has completed on the device (the tasks' events), on
 whichever stream they ran. That is the guarantee CuPy's per-stream arenas and PyTorch's caching
-allocator leave to the user (``record_stream``, ``research/python-runtimes.md`` C.4, D.1); here the
-hazard tracker knows the users, so nobody has to declare them.
+allocator leave to the user (``record_stream``); here the hazard tracker knows the
+users, so nobody has to declare them.
 
 Why not stream-ordered allocation (``cuMemAllocAsync``/``cuMemFreeAsync``): a free is ordered on
 *one* stream, while a numba_cube buffer is used by launches on several; the pool's quarantine

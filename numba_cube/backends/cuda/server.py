@@ -1,7 +1,7 @@
 """``CudaServer``: the runtime's ``HostServer`` policy over a real GPU.
 
 What is reused from ``HostServer`` unchanged: the ledger and the execute scope (every dispatch
-runs inside ``ExecuteScope`` through ``capture.run_recorded``), the hazard tracker (inferred
+runs inside ``ExecuteScope`` through ``dispatch.run_recorded``), the hazard tracker (inferred
 dependencies), the memory table and ``MemoryPool`` (size classes, quarantine), the capture state
 machine and its refusals, reads/sync/check bookkeeping, exclusive use.
 
@@ -60,18 +60,16 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ... import config
-from ...errors import BackendNotFound, CaptureError, CompileError, DeviceFault, LaunchArgumentError
+from ...errors import BackendNotFound, CompileError, DeviceFault, LaunchArgumentError
 from ...kernel.kernel import resolve_access
 from ...runtime import observers
-from ...runtime.capture import Recorded
+from ...runtime.dispatch import Recorded
 from ...runtime.channel import InlineChannel
 from ...runtime.composite import COMPOSITE_TYPES, analysis_entry
 from ...runtime.handle import Binding
 from ...runtime.layout import from_extent, host_staging
 from ...runtime.ledger import Failure
-from ...runtime.memory import MemoryPool
-from ...runtime.modes import LaunchMode
-from ...runtime.requests import refusal_of, refused_launch_text
+from ...runtime.requests import refusal_of
 from ...runtime.server import HostServer
 from .compiler import JIT_OPTIONS, jit_options
 from .driver import CudaError, Driver
@@ -126,7 +124,7 @@ class CudaServer(FastLaunchMixin, CudaInteropMixin, DynamicCountMixin, HostServe
     strided_host_writes = False
 
     def __init__(self, index: int, *, driver: Driver | None = None, compiler=None,
-                 name: str = "cuda", baseline_rule: bool = False):
+                 name: str = "cuda", baseline_rule: bool | None = None):
         drv = driver if driver is not None else Driver()
         self.driver = drv
         self.index = index
@@ -152,8 +150,6 @@ class CudaServer(FastLaunchMixin, CudaInteropMixin, DynamicCountMixin, HostServe
             "CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN", self._dev)
         allocator._trim = self.pool_trim
         self.allocator = allocator
-        self.streams = CudaStreams(drv, self._fatal, self.ledger, self.channel.lock)
-        self.pool = MemoryPool(allocator.allocate, allocator.release)
         self.pinned = PinnedPool(drv, self.activate)
         if compiler is None:
             from .compiler import NumbaCudaCompiler
@@ -161,7 +157,6 @@ class CudaServer(FastLaunchMixin, CudaInteropMixin, DynamicCountMixin, HostServe
             compiler = NumbaCudaCompiler(drv, index)
         self.compiler = compiler
         self._ptrs: dict[int, int] = {}            # memory id -> device address
-        self._kernels: dict[tuple, _KernelEntry] = {}
         self._wrappers: dict = {}                  # kernel id -> device-count wrapper or Ineligible
         self.borrowed = BorrowedTable()
         self._borrowed_ids: set = set()
@@ -176,6 +171,10 @@ class CudaServer(FastLaunchMixin, CudaInteropMixin, DynamicCountMixin, HostServe
 
     def __repr__(self) -> str:
         return f"<CudaServer {self.device} ({self.device_name})>"
+
+    def _make_streams(self, device: str, max_tasks: int) -> CudaStreams:
+        """The executor: CUDA streams and events, run on the issuing thread (``streams.py``)."""
+        return CudaStreams(self.driver, self._fatal, self.ledger, self.channel.lock)
 
     def known_options(self) -> frozenset:
         """numba-cuda's compile options, and ``boundscheck`` (no numba-cuda equivalent: ignored)."""
@@ -400,7 +399,7 @@ class CudaServer(FastLaunchMixin, CudaInteropMixin, DynamicCountMixin, HostServe
         sig = tuple((a.dtype, len(a.shape), a.layout) if type(a) is Binding
                     else a.type_key if type(a) in COMPOSITE_TYPES else type(a) for a in args)
         key = (kid, sig, options)
-        entry = self._kernels.get(key)
+        entry = self.compile_cache.get(key)
         if entry is not None:
             self.stats["cache_hits"] += 1
             return entry
@@ -437,12 +436,11 @@ class CudaServer(FastLaunchMixin, CudaInteropMixin, DynamicCountMixin, HostServe
             entry = _KernelEntry(None, err, access)
         finally:
             self.activate()   # numba-cuda pops its context when it is done
-        self._kernels[key] = entry
         self.compile_cache[key] = entry
         return entry
 
     # -- launch ----------------------------------------------------------------------------------------
-    def _cuda_plan(self, req) -> _Plan:
+    def _plan(self, req) -> _Plan:
         """The plan of this launch: one dict lookup when warm (see the module docstring)."""
         args = req.args
         cb = req.count_binding
@@ -490,13 +488,6 @@ class CudaServer(FastLaunchMixin, CudaInteropMixin, DynamicCountMixin, HostServe
                                  "dynamic counts are read back", kernel.name, wentry.error)
         return plan
 
-    def _plan_error(self, req) -> BaseException | None:
-        plan = self._cuda_plan(req)
-        if plan.error is None and req.shared_bytes:
-            # A dry run reports what the real launch would meet: the size is part of the launch.
-            return self._shared_refusal(req, plan)
-        return plan.error
-
     def _shared_refusal(self, req, plan: _Plan):
         """``refusal_of`` for a launch with dynamic shared memory: also refused (a
         ``LaunchArgumentError`` on its write set) when the kernel's static shared memory and the
@@ -510,31 +501,72 @@ class CudaServer(FastLaunchMixin, CudaInteropMixin, DynamicCountMixin, HostServe
                 refusal = LaunchArgumentError(f"kernel {req.kernel.name} cannot be launched: {problem}")
         return refusal
 
-    def op_launch(self, req, blocking: bool = False):
-        """Steps 1-4 of runtime.md 1.2 on the GPU; the task runs at once (see ``CudaStreams``)."""
-        if self._to_free:
-            self._drain_frees()
+    # -- the launch hooks of HostServer.op_launch (the policy itself is not repeated here) -------
+    def _prepare(self) -> None:
         self.activate()
-        if req.mode is LaunchMode.SKIP:
-            return self._skip(req)
-        plan = self._cuda_plan(req)
-        refusal = refusal_of(req) if not req.shared_bytes else self._shared_refusal(req, plan)
-        if refusal is not None or plan.error is not None or req.count_binding is not None or self.captures:
-            return self._launch_general(req, plan, blocking, refusal)
-        # The common case: a static launch of a kernel that compiled, no capture open.
-        cs = self.streams.stream(req.stream)
-        writes = plan.writes
-        task = CudaTask(None, req.stream, req.kernel.id)
-        task.rec = Recorded(task.label, plan.launch, req.count.as_tuple(), req.dim.as_tuple(),
-                            (cs.handle, req.args), None, plan.reads, writes, self._reporter(req, writes),
+
+    def _refusal(self, req, plan: _Plan):
+        return refusal_of(req) if not req.shared_bytes else self._shared_refusal(req, plan)
+
+    def _recorded(self, req, plan: _Plan, capturing: bool) -> Recorded:
+        """The dispatch on the CUDA stream of the launch's stream id. A dynamic count runs the
+        device-count wrapper when the kernel allows it (also inside a capture, which can carry
+        it; outside one only while the outputs carry no failure: the wrapper would not repair
+        them), else the plain kernel after a read-back of the count (``_dispatch_task``)."""
+        kid = req.kernel.id
+        reads, writes = plan.reads, plan.writes
+        handle = self.streams.stream(req.stream).handle
+        report = self._reporter(req, writes)
+        dim = req.dim.as_tuple()
+        if req.count_binding is None:
+            return Recorded(kid, plan.launch, req.count.as_tuple(), dim, (handle, req.args), None,
+                            reads, writes, report, req.shared_bytes)
+        if plan.device_count is not None and (
+                capturing or self.ledger.first_failure(writes) is None):
+            return Recorded(kid, plan.device_count, (self._wrapper_grid(plan, dim), 1, 1), dim,
+                            (handle, (None,) + tuple(req.args)), None, reads, writes, report,
                             req.shared_bytes)
-        task.cs = cs
-        answer = self._submit(task, plan, blocking)
+        return Recorded(kid, plan.launch, (0, 0, 0), dim, (handle, req.args), None, reads, writes,
+                        report, req.shared_bytes)
+
+    def launch_plan_of(self, req) -> LaunchPlan | None:
+        """The packed kernel launch ``req`` resolves to (None if it does not compile): what the
+        warm path hands the driver, for tools that measure the driver's floor under it
+        (``benchmarks/bench_cuda.py``)."""
+        return self._plan(req).launch
+
+    @staticmethod
+    def _reads_back(req, plan: _Plan, rec: Recorded) -> bool:
+        """Does this dispatch read its dynamic count back to the host first?"""
+        return req.count_binding is not None and rec.artifact is not plan.device_count
+
+    def _not_capturable(self, req, plan: _Plan, rec: Recorded) -> str | None:
+        if self._reads_back(req, plan, rec):
+            return (f"launch of {req.kernel.id} with a dynamic count read back on the host "
+                    f"(a CUDA graph cannot carry the read-back; "
+                    f"{self._wrapper_reason(req.kernel)})")
+        return None
+
+    def _dispatch_task(self, req, plan: _Plan, rec: Recorded) -> CudaTask:
+        """A task that runs at once on its stream's CUDA stream (``CudaStreams``)."""
+        task = CudaTask(None, req.stream, rec.kernel_id)
+        task.cs = self.streams.stream(req.stream)
+        if self._reads_back(req, plan, rec):
+            task.run = self._readback_run(task, rec, plan.count_ptr)
+        else:
+            task.rec = rec
+        return task
+
+    def _refused_task(self, req, run) -> CudaTask:
+        task = CudaTask(run, req.stream, req.kernel.id)
+        task.ran = False            # no kernel ran: observers see no times
+        return task
+
+    def _launched(self, req, plan: _Plan) -> None:
         # A launch that writes nothing is never armed: a warm repeat the driver refused would
         # have nowhere to record it (the warm path reports to no outcome or log).
-        if req.raw is not None and writes:
-            self._arm(req, plan, cs)
-        return answer
+        if req.as_called is not None and plan.writes and req.count_binding is None:
+            self._arm(req, plan, self.streams.stream(req.stream))
 
     def _submit(self, task: CudaTask, plan: _Plan, blocking: bool):
         deps = self.hazards.register(task, plan.read_mems, plan.write_mems)
@@ -552,55 +584,6 @@ class CudaServer(FastLaunchMixin, CudaInteropMixin, DynamicCountMixin, HostServe
         self.stats["launched"] += 1
         return task if blocking else None
 
-    def _launch_general(self, req, plan: _Plan, blocking: bool, refusal=None):
-        """Compile failures, refused geometries, dynamic counts and capture windows."""
-        kid = req.kernel.id
-        reads, writes = plan.reads, plan.writes
-        capture = self.captures.get(req.stream) if self.captures else None
-        ledger = self.ledger
-        error = plan.error if plan.error is not None else refusal
-        if error is not None:
-            if capture is not None:
-                capture.refuse(refused_launch_text(kid, error))
-                return None
-            task = CudaTask(self._refused_run(req, writes, error), req.stream, kid)
-            task.failure_hint = Failure(error, kid, (kid,))
-            task.ran = False
-            return self._submit(task, plan, blocking)
-        report = self._reporter(req, writes)
-        cs = self.streams.stream(req.stream)
-        arrays = (cs.handle, req.args)
-        device_count = plan.device_count is not None and (
-            capture is not None or ledger.first_failure(writes) is None)
-        if req.count_binding is None:
-            rec = Recorded(kid, plan.launch, req.count.as_tuple(), req.dim.as_tuple(), arrays,
-                           None, reads, writes, report, req.shared_bytes)
-        elif device_count:
-            dim = req.dim.as_tuple()
-            rec = Recorded(kid, plan.device_count, (self._wrapper_grid(plan, dim), 1, 1), dim,
-                           (cs.handle, (None,) + tuple(req.args)), None, reads, writes, report,
-                           req.shared_bytes)
-        else:
-            rec = Recorded(kid, plan.launch, (0, 0, 0), req.dim.as_tuple(), arrays, None, reads, writes,
-                           report, req.shared_bytes)
-        if capture is not None:
-            if ledger.first_failure(reads) is not None:
-                capture.refuse(f"launch of {kid} (skipped: an input carries a failure)")
-            elif req.count_binding is not None and not device_count:
-                capture.refuse(f"launch of {kid} with a dynamic count read back on the host "
-                               f"(a CUDA graph cannot carry the read-back; "
-                               f"{self._wrapper_reason(req.kernel)})")
-            else:
-                capture.recorded.append(rec)
-            return None
-        task = CudaTask(None, req.stream, kid)
-        task.cs = cs
-        if req.count_binding is not None and not device_count:
-            task.run = self._readback_run(task, rec, plan.count_ptr)
-        else:
-            task.rec = rec
-        return self._submit(task, plan, blocking)
-
     def _notify_task(self, task: CudaTask, deps, start: float, rec_writes: tuple) -> None:
         # On the GPU the dispatch runs later on the device: the times are the host enqueue times.
         end = time.perf_counter()
@@ -615,21 +598,14 @@ class CudaServer(FastLaunchMixin, CudaInteropMixin, DynamicCountMixin, HostServe
             self._capture_stream = self.driver.stream_create()
         return self._capture_stream
 
-    def op_stop_capture(self, stream):
+    def _graph(self, stream, recorded: list, memory_ids: frozenset):
+        """A sealed recording becomes a hardware CUDA graph (``graphs.py``)."""
         from .graphs import CudaGraph
 
-        capture = self._close_capture(stream)
-        if capture.doomed is not None:
-            raise CaptureError(f"the capture failed: {capture.doomed} was refused inside the window")
-        memory_ids = frozenset(r[0] for rec in capture.recorded for r in rec.reads + rec.writes)
-        missing = [m for m in memory_ids if m not in self.memory]
-        if missing:
-            raise CaptureError(f"{len(missing)} buffer(s) used inside the window were freed before stop_capture")
-        return CudaGraph(self, stream, capture.recorded, memory_ids)
+        return CudaGraph(self, stream, recorded, memory_ids)
 
 
 def make_gpu_server(index: int, name: str = "cuda") -> CudaServer:
     """The server of device ``cuda:<index>`` on a real GPU."""
-    rule = config.get_str("NUMBA_CUBE_DEPENDENCY_RULE", "hazard", ("hazard", "baseline"))
-    return CudaServer(index, name=name, baseline_rule=(rule == "baseline"))
+    return CudaServer(index, name=name)
 

@@ -240,7 +240,5 @@ def make_simulator_server(index: int, name: str = "cudasim") -> SimulatorServer:
     importlib.import_module("numba.cuda.simulator.kernel")
 
     device = f"{name}:{index}"
-    rule = config.get_str("NUMBA_CUBE_DEPENDENCY_RULE", "hazard", ("hazard", "baseline"))
     return SimulatorServer(device, SimulatorBackend(), ThreadChannel(device),
-                           max_tasks=config.get_int("NUMBA_CUBE_MAX_TASKS", 32, 1),
-                           baseline_rule=(rule == "baseline"))
+                           max_tasks=config.get_int("NUMBA_CUBE_MAX_TASKS", 32, 1))

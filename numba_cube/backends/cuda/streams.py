@@ -38,7 +38,7 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
-from ...runtime.capture import run_recorded
+from ...runtime.dispatch import run_recorded
 from .driver import CudaError
 
 __all__ = ["CudaTask", "HotTask", "CudaStreams", "EventPool"]
@@ -96,7 +96,7 @@ class CudaTask:
 
     def __init__(self, run, stream, label: str = ""):
         self.run = run                # a callable, or None: then ``rec`` is dispatched
-        self.rec = None               # a capture.Recorded run through capture.run_recorded
+        self.rec = None               # a dispatch.Recorded run through dispatch.run_recorded
         self.stream = stream
         self.deps: list = []
         self.label = label
@@ -152,11 +152,6 @@ class CudaTask:
             return self._streams.elapsed(*self.timing)
         except CudaError:
             return None
-
-    @duration.setter
-    def duration(self, value) -> None:
-        # HostServer-style code assigns durations; on the GPU they come from events.
-        pass
 
     def __del__(self):
         streams = self._streams
@@ -291,6 +286,18 @@ class CudaStreams:
 
     def handle_of(self, sid):
         return self.stream(sid).handle
+
+    def stand_for_foreign(self, task: CudaTask, handle, event) -> None:
+        """Make ``task`` stand for work another library queued on its own CUDA stream
+        (``handle``): done when ``event`` (recorded there) is (``interop.py``)."""
+        cs = _CuStream(task.stream, handle)
+        cs.seq = 1
+        task.cs, task.seq, task.event, task._streams = cs, 1, event, self
+
+    def serving(self, sid) -> _CuStream | None:
+        """The CUDA stream that serves ``sid`` now, or None (never used, or recycled since):
+        the warm path checks that its armed stream still serves its stream id."""
+        return self._streams.get(sid)
 
     def stream_ids(self) -> list:
         return list(self._streams)

@@ -1,4 +1,4 @@
-"""Graph capture and replay on the CUDA backend (runtime.md section 6).
+"""Graph capture and replay on the CUDA backend (CONTRACT.md section 6).
 
 On the GPU path a graph is a hardware CUDA graph made by stream capture (one ``cuGraphLaunch``
 per replay); under the simulator it is the runtime's software graph. The contract is the same.

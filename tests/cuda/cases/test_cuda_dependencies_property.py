@@ -1,5 +1,5 @@
 """Property: random multi-threaded programs on the CUDA backend equal their sequential NumPy
-reference (runtime.md section 3), with the warm launch path in play.
+reference (CONTRACT.md section 3), with the warm launch path in play.
 
 The CPU twin of this test (``tests/runtime/test_dependencies_property.py``) binds fresh view
 handles on every launch. Here every buffer and view is a handle made *once* per program and

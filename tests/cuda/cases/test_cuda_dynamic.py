@@ -1,4 +1,4 @@
-"""Dynamic cube counts on the CUDA backend (runtime.md section 5).
+"""Dynamic cube counts on the CUDA backend (CONTRACT.md section 5).
 
 The GPU path has two mechanisms (``numba_cube/backends/cuda/dynamic.py``): the device-count
 wrapper (no host round trip; the default where a kernel allows it) and the blocking 12-byte

@@ -1,4 +1,4 @@
-"""Failure is a state of a buffer on the CUDA backend too (runtime.md section 4), and dry runs.
+"""Failure is a state of a buffer on the CUDA backend too (CONTRACT.md section 4), and dry runs.
 
 What the driver refuses is a launch failure recorded on the write set; a kernel fault that
 breaks the CUDA context is a ``DeviceFault`` from ``sync()``.

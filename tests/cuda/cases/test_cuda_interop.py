@@ -1,5 +1,5 @@
 """Interop on the CUDA backend: foreign device arrays as launch arguments without copies,
-``__cuda_array_interface__`` export, and handles of another device refused (api.md)."""
+``__cuda_array_interface__`` export, and handles of another device refused (API.md)."""
 
 from __future__ import annotations
 

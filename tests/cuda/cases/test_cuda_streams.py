@@ -1,4 +1,4 @@
-"""Streams and inferred dependencies on the CUDA backend (runtime.md section 3).
+"""Streams and inferred dependencies on the CUDA backend (CONTRACT.md section 3).
 
 On the GPU path cross-stream ordering is device-side (``cuStreamWaitEvent`` on the producer's
 event). The fake driver runs the newest stream first whenever it may, so a missing wait shows up
