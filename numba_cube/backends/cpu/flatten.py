@@ -4,7 +4,8 @@ Without barriers and shared memory the cube structure carries no meaning on the 
 generated code does not loop over cubes: the launch's units, in row-major order of their global
 coordinates (``x`` fastest), are cut into equal chunks and each chunk runs in one ``prange``
 iteration (``codegen`` writes that loop). A grid of few large cubes then still uses every core,
-and consecutive units touch consecutive memory::
+and consecutive units touch consecutive memory (which axis is "x" here, and whether the cube
+segments merge into one loop per row, is ``looporder.py``'s choice)::
 
     def <kernel>__chunk(__c, __nchunks, <geometry>, <params>):    # called per prange iteration
         for <each row (global y, z) that chunk __c covers>:          # a few divisions per row
@@ -28,13 +29,13 @@ from __future__ import annotations
 import ast
 import copy
 
+from numba_cube.backends.cpu import looporder
 from numba_cube.backends.cpu.analysis import Purity, assignment_sources, store_counts
 from numba_cube.backends.cpu.hidden import BLOCK_DIMS, BLOCK_IDS, GRID_DIMS, NONNEG
 from numba_cube.backends.cpu.lowering import Lowered
 from numba_cube.backends.cpu.unitcode import (RET_FLAG, Writer, lower_returns,
                                               replace_local_markers)
 
-_TX = "__tx"
 # names a hoisted bound may use: they are all defined before the segment's unit loop
 _SEGMENT_NAMES = set(BLOCK_IDS + BLOCK_DIMS + GRID_DIMS + ("__ty", "__tz"))
 _NEGATE = {ast.Lt: ast.GtE, ast.LtE: ast.Gt, ast.Gt: ast.LtE, ast.GtE: ast.Lt}
@@ -45,8 +46,9 @@ _BOUND = {ast.Lt: ("hi", "lt"), ast.LtE: ("hi", "le"), ast.Gt: ("lo", "gt"), ast
 class _Hoist:
     """Finds the leading guards of a body and turns them into bounds/conditions."""
 
-    def __init__(self, body, params, purity: Purity):
+    def __init__(self, body, params, purity: Purity, inner: str = "__tx"):
         self.purity = purity
+        self.inner = inner                           # the inner loop's variable
         self.counts = store_counts(body)
         self.names = _SEGMENT_NAMES | set(params)
         self.defs: dict[str, ast.expr] = {}          # single pure assignments seen so far
@@ -62,7 +64,7 @@ class _Hoist:
             s = rest[0]
             src = assignment_sources(s)
             if src and isinstance(s, ast.Assign) and all(
-                    self.counts[n] == 1 and self.purity.expr(e, self.names | {_TX} | set(
+                    self.counts[n] == 1 and self.purity.expr(e, self.names | {self.inner} | set(
                         self.defs)) for n, e in src):
                 self.defs.update(src)
                 prefix.append(rest.pop(0))
@@ -105,7 +107,7 @@ class _Hoist:
         if negate:
             op = _NEGATE[op]
         left, right = self._expand(term.left), self._expand(term.comparators[0])
-        la, ra = _affine(left), _affine(right)
+        la, ra = _affine(left, self.inner), _affine(right, self.inner)
         if la is None or ra is None:
             return False
         (kl, rl), (kr, rr) = la, ra
@@ -158,16 +160,17 @@ def _src(e):
     return ast.unparse(e) if e is not None else "0"
 
 
-def _affine(e):
-    """``(k, r)`` with ``e == k * __tx + r`` (``r`` None for 0), or None if not affine in __tx."""
-    if isinstance(e, ast.Name) and e.id == _TX:
+def _affine(e, inner: str):
+    """``(k, r)`` with ``e == k * inner + r`` (``r`` None for 0), or None if not affine in the
+    inner loop's variable."""
+    if isinstance(e, ast.Name) and e.id == inner:
         return 1, None
-    if not any(isinstance(n, ast.Name) and n.id == _TX for n in ast.walk(e)):
+    if not any(isinstance(n, ast.Name) and n.id == inner for n in ast.walk(e)):
         return 0, e
     if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == NONNEG:
-        return _affine(e.args[0])
+        return _affine(e.args[0], inner)
     if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Add, ast.Sub)):
-        a, b = _affine(e.left), _affine(e.right)
+        a, b = _affine(e.left, inner), _affine(e.right, inner)
         if a is None or b is None:
             return None
         sign = 1 if isinstance(e.op, ast.Add) else -1
@@ -187,8 +190,19 @@ class FlatKernel:
 
     def __init__(self, lowered: Lowered, purity: Purity, needs_tid: bool):
         self.lowered = lowered
-        hoist = _Hoist(lowered.body, lowered.params, purity)
-        body = hoist.run([copy.deepcopy(s) for s in lowered.body])
+        # which coordinate the inner loop walks (looporder.py): for y, the body's x and y names
+        # are exchanged and the chunk takes its geometry in swapped order, so the loop nest
+        # below is the same text and its inner loop walks the real y
+        self.swapped = looporder.inner_axis(lowered.body) == looporder.Y
+        source = looporder.swap_xy(lowered.body) if self.swapped else lowered.body
+        # one loop over the chunk's stretch of a row where the ids are only the global
+        # coordinate (looporder.global_inner); the linear thread id needs the cube's ids
+        rows = None if needs_tid else looporder.global_inner(source)
+        self.rows = rows is not None
+        source = rows if rows is not None else source
+        hoist = _Hoist(source, lowered.params, purity,
+                       looporder.GLOBAL_INNER if self.rows else "__tx")
+        body = hoist.run([copy.deepcopy(s) for s in source])
         self.lo, self.hi, self.conds = hoist.lo, hoist.hi, hoist.conds
         body = replace_local_markers(body, set())
         self.body, self.uses_flag = lower_returns(body, [])
@@ -199,8 +213,11 @@ class FlatKernel:
 
     def emit_chunk(self, w: Writer, name: str, decorator: str) -> None:
         """``name(__c, __nchunks, <geometry>, <params>)``: run chunk ``__c`` of all units."""
-        params = ["__c", "__nchunks", "__gdx", "__gdy", "__gdz", "__bdx", "__bdy", "__bdz",
-                  *self.lowered.params]
+        geometry = (["__gdy", "__gdx", "__gdz", "__bdy", "__bdx", "__bdz"] if self.swapped
+                    else ["__gdx", "__gdy", "__gdz", "__bdx", "__bdy", "__bdz"])
+        params = ["__c", "__nchunks", *geometry, *self.lowered.params]
+        if self.swapped:
+            w.line("# x and y names exchanged: the inner unit loop walks y (looporder.py)")
         w.line(decorator)
         with w.indent(f"def {name}({', '.join(params)}):"):
             w.line("__X = __gdx * __bdx")
@@ -217,25 +234,38 @@ class FlatKernel:
                 w.line("__g += __x1 - __x0")
                 w.line("__by, __ty = divmod(__row % __Y, __bdy)")
                 w.line("__bz, __tz = divmod(__row // __Y, __bdz)")
-                if self.needs_tid:
+                if self.needs_tid and not self.swapped:
                     w.line("__tbase = (__tz * __bdy + __ty) * __bdx")
-                with w.indent("for __bx in range(__x0 // __bdx, (__x1 - 1) // __bdx + 1):"):
-                    w.line("__lo = max(__x0 - __bx * __bdx, 0)")
-                    w.line("__hi = min(__x1 - __bx * __bdx, __bdx)")
-                    if self.conds:
-                        with w.indent(f"if not ({' and '.join(self.conds)}):"):
-                            w.line("continue")
-                    for b in self.lo:
-                        w.line(f"__lo = max(__lo, {b})")
-                    for b in self.hi:
-                        w.line(f"__hi = min(__hi, {b})")
-                    with w.indent("for __tx in range(__lo, __hi):"):
-                        if self.needs_tid:
-                            w.line("__tid = __tbase + __tx")
-                        if self.uses_flag:
-                            w.line(f"{RET_FLAG} = False")
-                        w.code(self.body)
+                if self.rows:
+                    # one loop over the chunk's whole stretch of the row (looporder.py)
+                    self._segment(w, "__x0", "__x1", looporder.GLOBAL_INNER)
+                else:
+                    with w.indent("for __bx in range(__x0 // __bdx, (__x1 - 1) // __bdx + 1):"):
+                        self._segment(w, "max(__x0 - __bx * __bdx, 0)",
+                                      "min(__x1 - __bx * __bdx, __bdx)", "__tx")
         w.line()
+
+    def _segment(self, w: Writer, lo: str, hi: str, var: str) -> None:
+        """The units ``[lo, hi)`` of one row segment: hoisted guards, then the unit loop over
+        ``var`` (``continue`` skips the segment: in rows mode the row, whose units are done)."""
+        w.line(f"__lo = {lo}")
+        w.line(f"__hi = {hi}")
+        if self.conds:
+            with w.indent(f"if not ({' and '.join(self.conds)}):"):
+                w.line("continue")
+        for b in self.lo:
+            w.line(f"__lo = max(__lo, {b})")
+        for b in self.hi:
+            w.line(f"__hi = min(__hi, {b})")
+        with w.indent(f"for {var} in range(__lo, __hi):"):
+            if self.needs_tid:
+                # the linear id of the real coordinates, (tz * bdy + ty) * bdx + tx, in the
+                # swapped names where x and y are exchanged
+                w.line("__tid = (__tz * __bdx + __tx) * __bdy + __ty" if self.swapped
+                       else "__tid = __tbase + __tx")
+            if self.uses_flag:
+                w.line(f"{RET_FLAG} = False")
+            w.code(self.body)
 
 
 __all__ = ["FlatKernel"]

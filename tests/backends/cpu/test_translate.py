@@ -294,10 +294,12 @@ def test_array_view_across_barrier(variant, rng):
 # ---- shape of the generated code -------------------------------------------------------------
 
 def test_barrier_free_kernel_is_flattened_and_guard_hoisted():
-    """A barrier-free kernel becomes one flat loop; its `if i < n` guard becomes a loop bound."""
+    """A barrier-free kernel becomes one flat loop; its `if i < n` guard becomes a loop bound
+    (on the global coordinate: the ids are only `cuda.grid(1)`, so the loop walks rows)."""
     p = prog(K.vec_add)
     assert p.shape == "flat"
-    assert "__bound_lt((c.size)" in p.source
+    assert "__hi = min(__hi, __bound_lt(c.size))" in p.source
+    assert "for __gx in range(__lo, __hi):" in p.source
     assert "if i < c.size" not in p.source
 
 
