@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import ast
 
-from numba_cube.backends.cpu import dynshared, spans, warps_emit
+from numba_cube.backends.cpu import dynshared, guards, spans, warps_emit
 from numba_cube.backends.cpu.analysis import Purity, stores
 from numba_cube.backends.cpu.hidden import ACC_PREFIX, HIDDEN_IDS, LINEAR_TID, SLOT
 from numba_cube.backends.cpu.lowering import Lowered
@@ -60,6 +60,7 @@ class CubeKernel:
     def __init__(self, lowered: Lowered, cube_plan: CubePlan, remat: dict[str, ast.expr],
                  purity: Purity):
         self.lowered = lowered
+        self.purity = purity
         self.plan = cube_plan.items
         self.regions = regions = cube_plan.regions
         self.uniform = cube_plan.uniform
@@ -290,7 +291,8 @@ class CubeKernel:
         w.line(f"# region {region.index}")
         skip = [f"__exited[{slot}]"] if self.has_exit else []
         if region.ctx is None:
-            self._allocating_loops(w, region, code, skip, uses_flag)
+            code, tx_range = self._guard_range(region, code)
+            self._allocating_loops(w, region, code, skip, uses_flag, tx_range)
             return
         mask, sel = region.ctx
         skip_unselected = skip + [f"{mask}[{slot}] != {sel}"]
@@ -306,17 +308,33 @@ class CubeKernel:
         with w.indent("else:"):
             self._allocating_loops(w, region, code, skip_unselected, uses_flag)
 
+    def _guard_range(self, region: Region, code):
+        """``(code, tx_range)``: a region that is one ``if`` bounding ``threadIdx.x`` loops over
+        the units it admits (``guards.py``), when skipping the others changes nothing: it
+        stores no per-unit value and reads no shuffle result, and no unit exits."""
+        if self.grid or self.has_exit or self.stores[region.index] \
+                or region.live_in & set(self.shuffles):
+            return code, None
+        # a bound may read what every unit shares, unless this region assigns it
+        names = (self.uniform - set().union(*(stores(s) for s in code))) | set(self.lowered.params)
+        guarded = guards.hoisted_guard(code, self.remat, names, self.purity)
+        if guarded is None:
+            return code, None
+        body, lo, hi = guarded
+        return body, (lo, hi)
+
     def _knows_density(self, ctx) -> bool:
         """Do the bounds of block ``ctx`` compute its ``dense_flag``?"""
         return not self.grid and (ctx in self.spanned or ctx[0] in self.monotone)
 
-    def _allocating_loops(self, w: Writer, region: Region, code, skip, uses_flag) -> None:
+    def _allocating_loops(self, w: Writer, region: Region, code, skip, uses_flag,
+                          tx_range=None) -> None:
         loads, stores_ = self.loads[region.index], self.stores[region.index]
         mentioned = _mentioned(code)
         allocated = self.allocated[region.index]
         pending = sorted((set(loads) | set(stores_)) - allocated)
         if not pending:
-            self._unit_loop(w, region, code, mentioned, skip, uses_flag, allocated)
+            self._unit_loop(w, region, code, mentioned, skip, uses_flag, allocated, tx_range)
             return
         # Two copies of the loop: the one with first-store allocations runs until every replica
         # exists (the first cube of a chunk, typically), the other from then on. Allocating
@@ -324,12 +342,12 @@ class CubeKernel:
         # count update per unit (measured: 50x on a region that is one load and one store).
         with w.indent(f"if {' and '.join(f'{n}__ok' for n in pending)}:"):
             self._unit_loop(w, region, code, mentioned, skip, uses_flag,
-                            allocated | set(pending))
+                            allocated | set(pending), tx_range)
         with w.indent("else:"):
-            self._unit_loop(w, region, code, mentioned, skip, uses_flag, allocated)
+            self._unit_loop(w, region, code, mentioned, skip, uses_flag, allocated, tx_range)
 
     def _unit_loop(self, w: Writer, region: Region, code, mentioned, skip, uses_flag,
-                   allocated: set[str]) -> None:
+                   allocated: set[str], tx_range=None) -> None:
         """One loop over the units running ``code``; replicas not in ``allocated`` are tested
         (loads) or allocated on first store."""
         slot = self.slot
@@ -369,7 +387,7 @@ class CubeKernel:
         span = warps_emit.bounds(*region.ctx) if region.ctx is not None else None
         shared = [d.name for d in self.lowered.shared if d.name in mentioned]
         with unit_loops(outer, w.text(), grid=self.grid, span=span, shared=shared,
-                        slot=SLOT in mentioned):
+                        slot=SLOT in mentioned, tx_range=tx_range):
             for line in w.lines:
                 outer.line(line)
 

@@ -43,7 +43,7 @@ _FLIP = {ast.Lt: ast.Gt, ast.LtE: ast.GtE, ast.Gt: ast.Lt, ast.GtE: ast.LtE}
 _BOUND = {ast.Lt: ("hi", "lt"), ast.LtE: ("hi", "le"), ast.Gt: ("lo", "gt"), ast.GtE: ("lo", "ge")}
 
 
-class _Hoist:
+class GuardHoist:
     """Finds the leading guards of a body and turns them into bounds/conditions."""
 
     def __init__(self, body, params, purity: Purity, inner: str = "__tx"):
@@ -200,7 +200,7 @@ class FlatKernel:
         rows = None if needs_tid else looporder.global_inner(source)
         self.rows = rows is not None
         source = rows if rows is not None else source
-        hoist = _Hoist(source, lowered.params, purity,
+        hoist = GuardHoist(source, lowered.params, purity,
                        looporder.GLOBAL_INNER if self.rows else "__tx")
         body = hoist.run([copy.deepcopy(s) for s in source])
         self.lo, self.hi, self.conds = hoist.lo, hoist.hi, hoist.conds
@@ -268,4 +268,4 @@ class FlatKernel:
             w.code(self.body)
 
 
-__all__ = ["FlatKernel"]
+__all__ = ["FlatKernel", "GuardHoist"]

@@ -33,10 +33,11 @@ def needs_coordinates(body: str) -> bool:
 
 @contextmanager
 def unit_loops(w: Writer, body: str, *, grid: bool, span: tuple[str, str] | None,
-               shared: list[str], slot: bool):
+               shared: list[str], slot: bool, tx_range: tuple[list, list] | None = None):
     """Open the loops for ``body`` (its text); ``span``: the names of the mask's slot bounds,
     or None; ``shared``: the shared arrays the body names (grid mode selects the cube's);
-    ``slot``: the body uses ``__slot`` (always defined in grid mode)."""
+    ``slot``: the body uses ``__slot`` (always defined in grid mode); ``tx_range``: lower and
+    upper bounds of ``threadIdx.x`` (``guards.py``: the units a hoisted guard admits)."""
     with ExitStack() as stack:
         if grid:
             stack.enter_context(w.indent("for __bid in range(__nb):"))
@@ -49,14 +50,19 @@ def unit_loops(w: Writer, body: str, *, grid: bool, span: tuple[str, str] | None
         # every unit there and the body skips the ones the mask leaves out
         if span is not None and grid:
             span = None
-        if not needs_coordinates(body):
+        if not needs_coordinates(body) and tx_range is None:
             bounds = ", ".join(span) if span is not None else "__nt"
             stack.enter_context(w.indent(f"for __tid in range({bounds}):"))
         else:
             stack.enter_context(w.indent("for __tz in range(__bdz):"))
             stack.enter_context(w.indent("for __ty in range(__bdy):"))
             w.line("__tbase = (__tz * __bdy + __ty) * __bdx")
-            if span is not None:
+            if tx_range is not None:
+                lows, highs = tx_range
+                lo = f"max(0, {', '.join(lows)})" if lows else "0"
+                hi = f"min(__bdx, {', '.join(highs)})" if highs else "__bdx"
+                stack.enter_context(w.indent(f"for __tx in range({lo}, {hi}):"))
+            elif span is not None:
                 lo, hi = span
                 stack.enter_context(w.indent(f"for __tx in range(max(0, {lo} - __tbase), "
                                              f"min(__bdx, {hi} - __tbase)):"))
