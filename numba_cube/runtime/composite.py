@@ -25,6 +25,8 @@ does not bind directly here, so the launch path of handles and numbers costs not
 
 from __future__ import annotations
 
+import abc
+
 import numpy as np
 
 from .handle import Binding
@@ -33,27 +35,27 @@ __all__ = ["Composite", "TupleArg", "RecordRef", "TypedScalar", "COMPOSITE_TYPES
            "composite_bindings", "leaf_type", "analysis_entry", "add_regions"]
 
 
-class Composite:
+class Composite(abc.ABC):
     """Base of the argument kinds of this module (see the module docstring)."""
 
     __slots__ = ("key", "type_key")
 
+    @abc.abstractmethod
     def bindings(self) -> tuple:
         """Every buffer bound inside, in order."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def materialize(self, view_of):
         """The value a host backend passes to the kernel; ``view_of(binding)`` is a buffer's view."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def leaves(self) -> tuple:
         """The flattened parameters: ``Binding`` (an array), ``RecordRef`` (a device pointer) or
         a NumPy scalar, in numba's data-model order."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def numba_type(self):
         """The Numba type numba.cuda gives the argument (what the code is compiled for)."""
-        raise NotImplementedError
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.type_key}>"

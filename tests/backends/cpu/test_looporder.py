@@ -186,3 +186,28 @@ def test_thread_index_alone_keeps_its_value(variant):
     out = np.zeros(300)
     run(per_cube_sums, variant, (3, 1, 1), (128, 1, 1), x, out)
     np.testing.assert_array_equal(out, np.arange(300) % 128)
+
+
+@cuda.jit(device=True)
+def _own_ids():
+    """A device function that reads the thread and block ids itself (they are passed to it as
+    keyword arguments by name, so a swapped kernel must pass the real ones)."""
+    return cuda.threadIdx.x + 100 * cuda.blockIdx.x + 10000 * cuda.threadIdx.y
+
+
+@cuda.jit
+def ids_through_device(out):
+    i, j = cuda.grid(2)
+    if i < out.shape[0] and j < out.shape[1]:
+        out[i, j] = _own_ids()
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_device_function_sees_the_real_ids(variant):
+    """A device function called from a kernel whose loops are swapped reads its own
+    ``threadIdx.x``, ``blockIdx.x`` and ``threadIdx.y`` as CUDA defines them."""
+    out = np.full((12, 10), -1, np.int64)
+    run(ids_through_device, variant, (2, 3, 1), (8, 4, 1), out)
+    assert "__gdy, __gdx" in Unit(ids_through_device.py_func, False, False, "numpy").generate()
+    i, j = np.meshgrid(np.arange(12), np.arange(10), indexing="ij")
+    np.testing.assert_array_equal(out, i % 8 + 100 * (i // 8) + 10000 * (j % 4))
