@@ -25,7 +25,7 @@ import numba_cube as cube
 from numba_cube.backends.cpu.server import CpuBackend, select_threading_layer
 from numba_cube.runtime.channel import ThreadChannel
 from numba_cube.runtime.registry import register_backend
-from numba_cube.runtime.server import HostServer
+from numba_cube.runtime.server import DeviceServer
 
 
 @cube.kernel
@@ -57,7 +57,7 @@ def program(client, bufs, n_launches, streams):
 
 def main():
     select_threading_layer()
-    register_backend("cpu_baseline", lambda i: HostServer(f"cpu_baseline:{i}", CpuBackend(),
+    register_backend("cpu_baseline", lambda i: DeviceServer(f"cpu_baseline:{i}", CpuBackend(),
                                                           ThreadChannel(f"cpu_baseline:{i}"),
                                                           baseline_rule=True))
     hazard = cube.client("cpu")

@@ -106,12 +106,12 @@ def register_python_backend(name: str = "pytest", *, inline: bool = False, max_t
     """Register ``PythonBackend`` as backend ``name`` (devices ``name:0``, ``name:1``, ...)."""
     from .runtime.channel import InlineChannel, ThreadChannel
     from .runtime.registry import register_backend
-    from .runtime.server import HostServer
+    from .runtime.server import DeviceServer
 
     def factory(index):
         device = f"{name}:{index}"
         channel = InlineChannel(device) if inline else ThreadChannel(device)
-        return HostServer(device, PythonBackend(), channel, max_tasks=max_tasks,
+        return DeviceServer(device, PythonBackend(), channel, max_tasks=max_tasks,
                           baseline_rule=baseline_rule)
 
     register_backend(name, factory, source="numba_cube.testing")

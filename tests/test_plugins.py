@@ -28,10 +28,10 @@ def _python_factory(name):
 
     def factory(index):
         from numba_cube.runtime.channel import ThreadChannel
-        from numba_cube.runtime.server import HostServer
+        from numba_cube.runtime.server import DeviceServer
 
         device = f"{name}:{index}"
-        return HostServer(device, PythonBackend(), ThreadChannel(device))
+        return DeviceServer(device, PythonBackend(), ThreadChannel(device))
 
     return factory
 

@@ -92,18 +92,18 @@ class Graph:
 
 
 class CaptureOps:
-    """The capture operations of ``HostServer`` (mixed in; they run on the device's channel)."""
+    """The capture operations of ``DeviceServer`` (mixed in; they run on the device's channel)."""
 
     def op_graph_prepare(self) -> None:
         """Keep what the warm-up frees in the pool, the window may only reuse it: until the next
         capture window closes (``_close_capture``), then the pool gives idle memory back again."""
         self.pool.hold_idle()
-        self.prepared = True
+        self.graph_prepared = True
 
     def op_start_capture(self, stream) -> None:
         if stream in self.captures:
             raise CaptureError(f"a capture is already open on {stream}; stop it first")
-        if not self.prepared:
+        if not self.graph_prepared:
             raise CaptureError("start_capture() needs graph_prepare() first, before the warm-up run")
         self.captures[stream] = CaptureState(stream)
 
@@ -118,8 +118,8 @@ class CaptureOps:
         return capture
 
     def op_stop_capture(self, stream):
-        """Seal the window into a graph (the server's ``_graph``: software here, a CUDA graph on
-        a GPU). Refused when something inside the window was refused, and when a buffer the
+        """Seal the window into a graph (the mechanism's ``graph``: a software graph on host
+        backends, a CUDA graph on a GPU). Refused when something inside the window was refused, and when a buffer the
         recording uses was freed before this (the graph would hold memory the pool may reuse)."""
         capture = self._close_capture(stream)
         if capture.doomed is not None:
@@ -129,11 +129,7 @@ class CaptureOps:
         if missing:
             raise CaptureError(f"{len(missing)} buffer(s) used inside the window were freed "
                                "before stop_capture")
-        return self._graph(stream, capture.recorded, memory_ids)
-
-    def _graph(self, stream, recorded: list, memory_ids: frozenset):
-        """The graph of a sealed recording: a software graph that re-runs the dispatches."""
-        return Graph(self, stream, recorded, memory_ids)
+        return self.mechanism.graph(stream, capture.recorded, memory_ids)
 
     def op_refuse(self, stream, what: str) -> CaptureError | None:
         """If ``stream`` is capturing, doom the capture and return the error to raise."""
@@ -141,8 +137,9 @@ class CaptureOps:
         return None if capture is None else capture.refuse(what)
 
     def op_replay(self, graph: Graph) -> None:
-        self._drain_frees()
+        self.drain_frees()
+        self.mechanism.prepare()
         task, reads, writes = graph._task(self)
         deps = self.hazards.register(task, reads, writes)
         self.streams.enqueue(task, deps)
-        self.stats["replays"] += 1
+        self.counters["replays"] += 1

@@ -4,6 +4,7 @@ Every launch of a host-executing or CUDA server ends here, whether it runs at on
 task), later (a replayed graph node, ``capture.py``), or behind a dynamic count that a device
 buffer holds (``resolve_count``, read when the dispatch runs, after the writers of that buffer):
 
+- ``regions_of``: a launch's read and write sets (ledger regions) from its kernel's access;
 - ``Recorded``: what a dispatch needs, resolved at launch time (the compiled artifact, arrays,
   geometry, read and write sets, and how to report a failure nobody else would see);
 - ``run_recorded``: runs it inside the ledger's ``ExecuteScope``, so that a failed input skips the
@@ -19,10 +20,12 @@ from typing import Any
 
 import numpy as np
 
+from .composite import COMPOSITE_TYPES, add_regions
 from .geometry import count_beyond_limits
+from .handle import Binding
 from .ledger import ExecuteScope, Failure, failed_writing
 
-__all__ = ["Recorded", "resolve_count", "run_recorded"]
+__all__ = ["Recorded", "regions_of", "resolve_count", "run_recorded"]
 
 
 @dataclass
@@ -42,6 +45,24 @@ class Recorded:
     report: Any = None
     # Dynamic shared memory per cube: a recording replays with the size it was launched with.
     shared_bytes: int = 0
+
+
+def regions_of(req, access: tuple) -> tuple[tuple, tuple]:
+    """``(reads, writes)``: the ledger regions of ``req``'s buffers (and those inside its tuples
+    and records) that the kernel's ``access`` (per parameter (read, written)) says it reads and
+    writes; a dynamic count's buffer is read."""
+    reads, writes = [], []
+    for arg, (r, w) in zip(req.args, access):
+        if isinstance(arg, Binding):
+            if r:
+                reads.append(arg.region)
+            if w:
+                writes.append(arg.region)
+        elif type(arg) in COMPOSITE_TYPES:
+            add_regions(arg, (r, w), reads, writes)
+    if req.count_binding is not None:
+        reads.append(req.count_binding.region)
+    return tuple(reads), tuple(writes)
 
 
 def resolve_count(view) -> tuple:

@@ -1,4 +1,4 @@
-"""The server's memory table (mixed into ``HostServer``): memory ids, allocation, frees, views.
+"""The server's memory table (mixed into ``DeviceServer``): memory ids, allocation, frees, views.
 
 Each buffer is a memory id mapped to ``(capacity, backend memory)`` from the pool
 (``memory.py``). Everything here runs on the device's channel, one operation at a time:
@@ -6,9 +6,11 @@ Each buffer is a memory id mapped to ``(capacity, backend memory)`` from the poo
 - ``op_alloc`` allocates through the pool; inside a capture window only what the pool already
   holds may be used, and a request it cannot serve raises ``CaptureError`` on the caller;
 - ``release_memory`` is how a dropped handle gives its memory back, in channel order, and
-  ``_drain_frees`` hands it to the pool's quarantine with the tasks that still use it;
-- ``host_array`` is the backend's (cached) view of a binding's bytes, what kernels and host
-  copies use on host backends.
+  ``drain_frees`` hands it to the pool's quarantine with the tasks that still use it (after the
+  mechanism let go of it: ``DeviceMechanism.before_free``; borrowed memory never enters the pool);
+- ``host_array`` is the mechanism's (cached) view of a binding's bytes, what kernels and host
+  copies use on host backends;
+- ``initial_write`` and ``read_binding`` are the mechanism's copies (``create``, ``read``).
 """
 
 from __future__ import annotations
@@ -21,10 +23,11 @@ __all__ = ["MemoryTable"]
 
 
 class MemoryTable:
-    """The memory operations of ``HostServer`` (see the module docstring for what it relies on)."""
+    """The memory operations of ``DeviceServer`` (see the module docstring for what it relies on)."""
 
     def op_alloc(self, nbytes: int, stream=None) -> int:
-        self._drain_frees()
+        self.drain_frees()
+        self.mechanism.prepare()
         capture = self.captures.get(stream) if self.captures else None
         if capture is not None:
             # Nothing may be allocated inside a window: only what the warm-up left in the pool. A
@@ -40,7 +43,7 @@ class MemoryTable:
                 self.pool.frozen = False
         else:
             cap, mem = self.pool.allocate(nbytes)
-        memory_id = next(self._ids)
+        memory_id = next(self.memory_ids)
         self.memory[memory_id] = (cap, mem)
         return memory_id
 
@@ -53,19 +56,22 @@ class MemoryTable:
         fire: the garbage collector can run in the middle of a server operation, and the server's
         state is not re-entrant (the channels defer such nested submissions, see channel.py).
         """
-        self._to_free.append(memory_id)
-        self._drain_frees()
+        self.pending_frees.append(memory_id)
+        self.drain_frees()
 
-    def _drain_frees(self) -> None:
-        while self._to_free:
-            memory_id = self._to_free.popleft()
+    def drain_frees(self) -> None:
+        """Forget the memory of dropped handles (``pending_frees``): called at the start of the
+        operations that look memory up (a warm path too, before it matches buffers)."""
+        while self.pending_frees:
+            memory_id = self.pending_frees.popleft()
+            pooled = self.mechanism.before_free(memory_id)
             cap, mem = self.memory.pop(memory_id)
             self._views.pop(memory_id, None)
-            for pkey in self._plans_by_memory.pop(memory_id, ()):
-                self._launch_plans.pop(pkey, None)
+            self.forget_bound_launches(memory_id)
             users = self.hazards.users_of(memory_id)
             self.hazards.forget(memory_id)
-            self.pool.free(cap, mem, users)
+            if pooled:
+                self.pool.free(cap, mem, users)
             self.ledger.forget(memory_id)
             if users:
                 # A task still running may close its scope on this id after the forget above; ids
@@ -85,27 +91,23 @@ class MemoryTable:
         """The backend's view of a binding's bytes (a NumPy view on host backends).
 
         Views are cached per binding while the memory lives: a loop that launches on the same
-        handles makes each view once (dropped with the memory in ``_drain_frees``)."""
+        handles makes each view once (dropped with the memory in ``drain_frees``); the mechanism
+        says what a view is (``DeviceMechanism.view``)."""
         views = self._views.get(b.memory_id)
         if views is None:
             views = self._views[b.memory_id] = {}
         view = views.get(b)
         if view is None:
-            cap, mem = self.memory[b.memory_id]
-            if b.strides is None:
-                view = self.backend.array(mem, b.offset, b.shape, b.dtype)
-            else:       # an F-ordered, transposed, strided or broadcast view (handle.py)
-                view = self.backend.strided_array(mem, b.offset, b.shape, b.dtype, b.strides)
+            view = self.mechanism.view(self.memory[b.memory_id][1], b)
             if len(views) < 64:   # bounded: a program that makes many distinct views of one buffer
                 views[b] = view
         return view
 
     def initial_write(self, b: Binding, data: np.ndarray) -> None:
-        """Fill fresh memory (called on the issuing thread by ``create``): no task can refer to a
-        memory id that was just made, so no ordering is needed."""
-        self.host_array(b)[...] = data
+        """Fill fresh memory (called on the issuing thread by ``create``), complete on return."""
+        self.mechanism.initial_write(b, data)
 
     def read_binding(self, b: Binding) -> np.ndarray:
         """A host copy of a binding's bytes, once the caller has waited for its writers, in the
         binding's layout (an F-ordered handle reads as an F-ordered array)."""
-        return self.host_array(b).copy(order="K")
+        return self.mechanism.read_binding(b)

@@ -25,8 +25,8 @@ at a call that waits for the device:
   never waits (a pool thread that only launches);
 - whatever is still unreported when the interpreter exits is reported then.
 
-``LaunchRouting`` (mixed into the servers) is the server's side: which of the two a launch's
-dispatch reports to (``_reporter``), the body of a launch that cannot run at all
+``LaunchRouting`` (mixed into the policy server) is the server's side: which of the two a
+launch's dispatch reports to (``reporter``, which the mechanism asks when it makes a dispatch), the body of a launch that cannot run at all
 (``_refused_run``), and a skipped launch's report to the dry runs that skipped it (``_skip``).
 
 An entry leaves the log only when its warning was issued; if issuing raises (``-W error``), the
@@ -134,9 +134,9 @@ def _warning(failure: Failure, device: str) -> UnrecordedFailureWarning:
 
 
 class LaunchRouting:
-    """Where a server sends what a launch leads to (mixed into ``HostServer``). Relies on
-    ``ledger``, ``unrecorded``, ``stats`` and the launch hooks ``_plan(req)`` (compile the
-    launch's plan; ``plan.error`` is its compile failure or None) and ``_refusal(req, plan)``."""
+    """Where a server sends what a launch leads to (mixed into ``DeviceServer``). Relies on
+    ``ledger``, ``unrecorded``, ``counters``, ``bound_launch(req)`` (``.error`` is its compile
+    failure or None) and the mechanism's ``refusal(req, bound)``."""
 
     def _skip(self, req: LaunchRequest) -> None:
         """A launch a dry run skips (step 3): compile it and fill every cache, claim, queue and
@@ -144,9 +144,9 @@ class LaunchRouting:
         running (it does not compile, or its geometry is refused), also if this raises."""
         error = None
         try:
-            plan = self._plan(req)
-            error = plan.error if plan.error is not None else self._refusal(req, plan)
-            self.stats["skipped"] += 1
+            bound = self.bound_launch(req)
+            error = bound.error if bound.error is not None else self.mechanism.refusal(req, bound)
+            self.counters["skipped"] += 1
         except BaseException as exc:
             error = exc
             raise
@@ -155,7 +155,7 @@ class LaunchRouting:
                 req.skipped.handled(error)
         return None
 
-    def _reporter(self, req: LaunchRequest, writes: tuple):
+    def reporter(self, req: LaunchRequest, writes: tuple):
         """Where the dispatch reports a failure that its write set cannot carry alone: the
         launch's own outcome if its caller waits for it; the device's log of unrecorded failures
         if it writes nothing; else nowhere (the ledger has it)."""
@@ -170,7 +170,7 @@ class LaunchRouting:
         write set, in stream order, and reports the failure where the ledger alone cannot."""
         ledger = self.ledger
         kid = req.kernel.id
-        report = self._reporter(req, writes)
+        report = self.reporter(req, writes)
 
         def refused():
             failure = failed_writing(ledger, kid, writes, error)

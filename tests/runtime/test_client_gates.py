@@ -68,7 +68,7 @@ def test_zero_grid_returns_at_once(client, count):
     assert client.launch(fail_into, count, 1, x, out) is None
     drain(client)
     assert launched() == []
-    assert client.server.backend.compiled == []
+    assert client.server.mechanism.backend.compiled == []
     assert client.server.stats["compiles"] == 0 and client.server.stats["launched"] == 0
     assert client.server.streams.stream_ids() == []
     np.testing.assert_array_equal(client.read(out), np.full(4, 5.0))   # not claimed
@@ -146,7 +146,7 @@ def test_wrong_argument_count_is_a_launch_argument_error(client):
         assert isinstance(info.value, TypeError)
     drain(client)
     assert launched() == []
-    assert client.server.backend.compiled == []
+    assert client.server.mechanism.backend.compiled == []
 
 
 @pytest.mark.parametrize("bad", [np.zeros(4), "text", None, [1.0, 2.0], object()])
@@ -227,12 +227,12 @@ def test_dry_run_launch_compiles_but_does_not_run(client):
         client.launch(fill_ones, 1, 1, out)
     drain(client)
     stats = client.server.stats
-    assert client.server.backend.compiled == [fill_ones.id]
+    assert client.server.mechanism.backend.compiled == [fill_ones.id]
     assert stats["skipped"] == 1 and stats["launched"] == 0
     np.testing.assert_array_equal(client.read(out), np.full(4, 5.0))
     client.launch(fill_ones, 1, 1, out)
     np.testing.assert_array_equal(client.read(out), np.ones(4))
-    assert client.server.backend.compiled == [fill_ones.id]      # reused, not compiled again
+    assert client.server.mechanism.backend.compiled == [fill_ones.id]      # reused, not compiled again
     assert stats["compiles"] == 1 and stats["cache_hits"] == 1
 
 

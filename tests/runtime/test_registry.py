@@ -9,14 +9,14 @@ import pytest
 import numba_cube as cube
 from numba_cube.runtime import registry
 from numba_cube.runtime.channel import InlineChannel
-from numba_cube.runtime.server import HostServer
+from numba_cube.runtime.server import DeviceServer
 from numba_cube.testing import PythonBackend
 
 
 def _factory(name):
     def factory(index):
         device = f"{name}:{index}"
-        return HostServer(device, PythonBackend(), InlineChannel(device))
+        return DeviceServer(device, PythonBackend(), InlineChannel(device))
 
     return factory
 

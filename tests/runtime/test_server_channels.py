@@ -1,8 +1,8 @@
-"""``HostServer`` behaves the same through both channels (``runtime/channel.py``).
+"""``DeviceServer`` behaves the same through both channels (``runtime/channel.py``).
 
 A server's operations run either on a device thread (``ThreadChannel``: the CPU backend) or on
 the issuing thread under the device lock (``InlineChannel``: the CUDA server). The policy must
-not depend on which: these tests run one ``HostServer`` over ``testing.PythonBackend`` (kernels
+not depend on which: these tests run one ``DeviceServer`` over ``testing.PythonBackend`` (kernels
 are plain Python functions, so launches cost microseconds and a failure is a ``raise``) through
 each channel, with the same programs and the same NumPy reference:
 

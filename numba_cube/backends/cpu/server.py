@@ -40,7 +40,7 @@ from ...errors import CompileError
 from ...kernel.options import resolve
 from ...runtime.channel import ThreadChannel
 from ...runtime.geometry import MAX_DYNAMIC_SHARED_BYTES
-from ...runtime.server import HostServer
+from ...runtime.server import DeviceServer
 from ..base import HostBackend
 from . import fp16
 
@@ -209,8 +209,8 @@ class CpuBackend(HostBackend):
         return run
 
 
-def make_cpu_server(index: int) -> HostServer:
+def make_cpu_server(index: int) -> DeviceServer:
     select_threading_layer()
     device = f"cpu:{index}"
-    return HostServer(device, CpuBackend(), ThreadChannel(device),
+    return DeviceServer(device, CpuBackend(), ThreadChannel(device),
                       max_tasks=config.get_int("NUMBA_CUBE_MAX_TASKS", 32, 1))

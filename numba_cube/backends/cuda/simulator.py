@@ -1,4 +1,4 @@
-"""The CUDA backend under numba-cuda's simulator: a ``HostBackend`` driven by ``HostServer``.
+"""The CUDA backend under numba-cuda's simulator: a ``HostBackend`` driven by ``DeviceServer``.
 
 This is what ``cube.client("cuda")`` is when ``NUMBA_ENABLE_CUDASIM=1`` (CI has no GPU), and what a
 separate plugin can register under another name (``make_simulator_server(index, "cudasim")``).
@@ -14,7 +14,7 @@ memory pool, capture); only the mechanism differs from the GPU's:
 - an out-of-bounds index raises ``IndexError`` inside the simulated kernel: a launch failure
   recorded on the launch's write set, like any kernel error;
 - what a real driver refuses (more than 1024 units per cube, a dimension above CUDA's limits) is
-  refused here too, by the runtime's launch policy before the dispatch (``HostServer``, the same
+  refused here too, by the runtime's launch policy before the dispatch (``DeviceServer``, the same
   check on every backend: a ``LaunchArgumentError`` on the write set), so a test of refusals runs
   unchanged on the simulator and on a GPU;
 - it accepts numba-cuda's compile options (``fastmath=...``: there is nothing to compile, so they
@@ -47,7 +47,7 @@ from ...runtime.composite import composite_bindings
 from ...runtime.geometry import MAX_DYNAMIC_SHARED_BYTES
 from ...runtime.handle import Allocation, Handle
 from ...runtime.layout import byte_extent
-from ...runtime.server import HostServer
+from ...runtime.server import DeviceServer
 from ..base import HostBackend
 from .compiler import JIT_OPTIONS
 from .driver import CudaError
@@ -152,8 +152,8 @@ class SimulatorBackend(HostBackend):
         return run
 
 
-class SimulatorServer(HostServer):
-    """``HostServer`` plus adoption of the simulator's "device arrays" (``FakeCUDAArray``, what
+class SimulatorServer(DeviceServer):
+    """``DeviceServer`` plus adoption of the simulator's "device arrays" (``FakeCUDAArray``, what
     ``numba.cuda.to_device`` returns under the simulator) as launch arguments, without copies.
 
     See ``interop.py`` for the contract; here foreign memory is host memory, so there is no
@@ -197,7 +197,7 @@ class SimulatorServer(HostServer):
                                       f"{ary.strides}) reaches outside the buffer that holds it")
         entry = self.borrowed.get(base)
         if entry is None:
-            memory_id = next(self._ids)
+            memory_id = next(self.memory_ids)
             self.memory[memory_id] = (memory.nbytes, memory)
             self._borrowed_ids.add(memory_id)
             entry = BorrowedEntry(memory_id, base, memory.nbytes, None)
@@ -212,20 +212,19 @@ class SimulatorServer(HostServer):
                 self.borrowed.consume(a.memory_id)
         return super().op_launch(req, blocking)
 
-    def _drain_frees(self) -> None:
+    def drain_frees(self) -> None:
         # Borrowed ids never reach the pool: their bytes belong to another library.
-        if self._to_free and self._borrowed_ids:
-            for memory_id in [m for m in self._to_free if m in self._borrowed_ids]:
-                self._to_free.remove(memory_id)
+        if self.pending_frees and self._borrowed_ids:
+            for memory_id in [m for m in self.pending_frees if m in self._borrowed_ids]:
+                self.pending_frees.remove(memory_id)
                 self._borrowed_ids.discard(memory_id)
                 self.memory.pop(memory_id, None)
                 self._views.pop(memory_id, None)
-                for pkey in self._plans_by_memory.pop(memory_id, ()):
-                    self._launch_plans.pop(pkey, None)
+                self.forget_bound_launches(memory_id)
                 self.hazards.forget(memory_id)
                 self.ledger.forget(memory_id)
                 self.borrowed.forget_id(memory_id)
-        super()._drain_frees()
+        super().drain_frees()
 
 
 def _is_compact(ary: np.ndarray) -> bool:

@@ -17,7 +17,7 @@ def scale_add(a, x, out):
 
 def _counts(server):
     return (len(server.memory), len(server.ledger), len(server.hazards),
-            len(server._launch_plans), len(server._views))
+            tuple(sorted(server.cache_sizes().items())))
 
 
 BLOCK = 2048   # the pool's size class of one 256-float buffer
@@ -26,7 +26,7 @@ BLOCK = 2048   # the pool's size class of one 256-float buffer
 def test_ten_thousand_iterations_of_create_launch_free_do_not_grow():
     """A loop that creates handles, launches real compiled kernels on them (across two streams)
     and drops them reaches a steady state: after a warm-up, 10,000 more iterations leave live
-    memory, ledger, dependency state, launch plans and cached views where they were, and the
+    memory, ledger, dependency state, bound launches and cached views where they were, and the
     bytes the pool holds never exceed the warm-up's high-water mark by more than the blocks a
     loaded machine can have in flight (a leak would grow by one block per iteration)."""
     client = cube.client("cpu:4")
