@@ -188,7 +188,7 @@ def launch_host_time():
         nk[1, 32](da, db, dc, n)
         kernel = nk.overloads[next(iter(nk.overloads))]
         ck = kernel._codelibrary.get_cufunc().kernel
-        dev = Device(server.index)
+        dev = Device(server.mechanism.index)
         dev.set_current()
         st = dev.create_stream()
         cfg = LaunchConfig(grid=1, block=32)
@@ -200,9 +200,9 @@ def launch_host_time():
 
         args = flat(da) + flat(db) + flat(dc) + (np.int64(n),)
         cases["core"] = (lambda: launch(st, cfg, ck, *args), st.sync)
-        server.activate()
+        server.mechanism.activate()
 
-    # Raw cuLaunchKernel with numba_cube's pre-packed plan (the floor of our launch path), and
+    # Raw cuLaunchKernel with numba_cube's packed launch (the floor of our launch path), and
     # the event record the general path adds per launch.
     from numba_cube.runtime.server import LaunchRequest
     from numba_cube.runtime.modes import LaunchMode
@@ -210,10 +210,10 @@ def launch_host_time():
     req = LaunchRequest(K4, cube.CubeCount.coerce(1), cube.CubeDim.coerce(32),
                         (ha.binding(), hb.binding(), hc.binding(), np.int64(n)), None, client.stream_id,
                         LaunchMode.EXECUTE, ())
-    drv = server.driver.api
-    lp = server.launch_plan_of(req)
+    drv = server.mechanism.driver.api
+    packed = server.channel.call(server.mechanism.packed_launch_of, req)
     handle = server.streams.handle_of(client.stream_id)
-    func, addr = lp.kernel.function, lp.block.address
+    func, addr = packed.kernel.function, packed.block.address
     cases["raw"] = (lambda: drv.cuLaunchKernel(func, 1, 1, 1, 32, 1, 1, 0, handle, addr, 0), sync)
     ev = server.streams.events.get()
     cases["record"] = (lambda: drv.cuEventRecord(ev, handle), sync)
@@ -232,7 +232,7 @@ def launch_host_time():
     t = Table("1. launch host time, 3 arrays + int, 1 cube of 32 units (us per launch)")
     t.row("numba_cube client.launch vs numba-cuda k[1,32]", ours, numba_t, "numba-cuda")
     t.row("numba_cube vs raw cuda.core.launch (same kernel)", ours, core_t, "cuda.core")
-    t.row("numba_cube vs raw cuLaunchKernel (packed plan)", ours, raw_t, "cuLaunchKernel")
+    t.row("numba_cube vs raw cuLaunchKernel (packed launch)", ours, raw_t, "cuLaunchKernel")
     t.row("  general path (warm path off) vs warm path", general, ours, "warm path")
     t.row("  general path's server op_launch alone", server_only, ours, "warm path")
     t.row("  cuLaunchKernel + cuEventRecord (driver)", raw_t + rec_t, ours, "warm path")
@@ -288,9 +288,8 @@ def dynamic_counts():
     spin = 20000
 
     def set_mode(mode):
-        server.dynamic_mode = mode
-        server._launch_plans.clear()
-        server._plans_by_memory.clear()
+        server.mechanism.dynamic.mode = mode
+        server.channel.call(server.forget_bound_launches)
 
     def measure(mode):
         set_mode(mode)
@@ -301,8 +300,8 @@ def dynamic_counts():
             client.launch(K4, dyn, 32, a, b, c, n)
 
         queued = host_time(behind, 300, sync_all(client), warm=10)
-        device = any(p.device_count is not None for p in server._launch_plans.values()
-                     if getattr(p, "readback", False))
+        device = any(b.device_count is not None for b in server.channel.call(server.bound_launches)
+                     if getattr(b, "readback", False))
         np.testing.assert_allclose(client.read(c), np.full(n, 2.0, np.float32))
         return idle, queued, device
 
@@ -415,7 +414,7 @@ def main() -> int:
     client = cube.client(DEVICE)
     server = client.server
     import numba_cuda
-    print(f"device {server.device}: {server.device_name}, {server.sm_count} SMs; numba-cuda "
+    print(f"device {server.device}: {server.mechanism.device_name}, {server.mechanism.sm_count} SMs; numba-cuda "
           f"{getattr(numba_cuda, '__version__', '?')}, python {sys.version.split()[0]}")
     sections = (launch_host_time, dependent_two_streams, dynamic_counts, graph_replay, bandwidth)
     only = [a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--only=")]

@@ -120,6 +120,13 @@ class DeviceMechanism(abc.ABC):
     #: elements (a step, a column); the client refuses one on the issuing thread if not.
     strided_host_writes: bool = True
 
+    #: Interop seams, None where the device has none (set by ``attach``): ``adopt_foreign(obj)
+    #: -> Handle | None`` binds another library's array without a copy (``runtime/arguments.py``
+    #: asks it for an argument that is not a handle), ``cuda_array_interface(handle) -> dict``
+    #: exports a handle (``Handle.__cuda_array_interface__``).
+    adopt_foreign = None
+    cuda_array_interface = None
+
     # -- construction and options ------------------------------------------------------------------
     @abc.abstractmethod
     def attach(self, server) -> Any:

@@ -119,8 +119,9 @@ class CaptureOps:
 
     def op_stop_capture(self, stream):
         """Seal the window into a graph (the mechanism's ``graph``: a software graph on host
-        backends, a CUDA graph on a GPU). Refused when something inside the window was refused, and when a buffer the
-        recording uses was freed before this (the graph would hold memory the pool may reuse)."""
+        backends, a CUDA graph on a GPU). Refused when something inside the window was refused,
+        and when a buffer the recording uses was freed before this (the graph would hold memory
+        the pool may reuse)."""
         capture = self._close_capture(stream)
         if capture.doomed is not None:
             raise CaptureError(f"the capture failed: {capture.doomed} was refused inside the window")

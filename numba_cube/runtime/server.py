@@ -105,6 +105,12 @@ class DeviceServer(MemoryTable, CaptureOps, LaunchRouting):
         #: the warm launch path (``DeviceMechanism.warm_launcher``) or None; the client tries it
         #: first when nothing observes launches. Bound here once: no layer of ours on that path.
         self.fast_launch = mechanism.warm_launcher()
+        # Interop seams, where the mechanism has them (the client and handles look them up:
+        # ``arguments.py``, ``handle.py``).
+        if mechanism.adopt_foreign is not None:
+            self.adopt_foreign = mechanism.adopt_foreign
+        if mechanism.cuda_array_interface is not None:
+            self.cuda_array_interface = mechanism.cuda_array_interface
 
     def __repr__(self) -> str:
         return f"<DeviceServer {self.device} ({type(self.mechanism).__name__})>"
@@ -217,6 +223,10 @@ class DeviceServer(MemoryTable, CaptureOps, LaunchRouting):
             for mem in bound.read_mems | bound.write_mems:
                 self._bound_by_memory.setdefault(mem, []).append(key)
         return bound
+
+    def bound_launches(self) -> list:
+        """The cached bound launches (a read-out for tests and tools: which form a launch took)."""
+        return list(self._bound.values())
 
     def forget_bound_launches(self, memory_id: int | None = None) -> None:
         """Drop the cached bound launches that bind ``memory_id`` (all of them for None): the next

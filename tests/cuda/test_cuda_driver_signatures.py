@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from numba_cube.backends.cuda import launch_plan, probe
+from numba_cube.backends.cuda import packed_launch, probe
 
 pytest.importorskip("cuda.bindings")
 
@@ -71,7 +71,7 @@ def _calls(drv):
             api.CUfunction(12), 1, 1, 1, 32, 1, 1, 65536, stream, 123456, 0)),
         "launch": lambda: drv.check("cuLaunchKernel", api.cuLaunchKernel(
             api.CUfunction(12), 1, 1, 1, 32, 1, 1, 0, stream, 123456, 0)),
-        "launch_cooperative": lambda: drv.check("cuLaunchCooperativeKernel", launch_plan.cooperative_launcher(api)(
+        "launch_cooperative": lambda: drv.check("cuLaunchCooperativeKernel", packed_launch.cooperative_launcher(api)(
             api.CUfunction(12), 1, 1, 1, 32, 1, 1, 0, stream, 123456, 0)),
         "ctx_get_current_raw": lambda: api.cuCtxGetCurrent(),
     }

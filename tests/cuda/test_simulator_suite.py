@@ -7,7 +7,7 @@ ago. So the cases run here in subprocesses, twice:
 - under the simulator (``NUMBA_ENABLE_CUDASIM=1``): ``cube.client("cuda")`` is the simulator's
   backend, the way CI exercises the CUDA backend's contract;
 - against the fake driver (``NUMBA_CUBE_TEST_CUDA_DEVICE=fakecuda``): the GPU path's own code
-  (``CudaServer``: launch plans, events, pool, read-back and device-count dynamic counts, CUDA
+  (``CudaMechanism``: packed launches, events, pool, read-back and device-count dynamic counts, CUDA
   graphs, interop, faults) over host memory.
 
 On a machine with a GPU the cases are collected directly, for real, and these are skipped.
@@ -55,6 +55,6 @@ def test_cases_under_the_simulator():
 
 
 def test_cases_on_the_fake_driver():
-    """Every CUDA case passes on the GPU path (CudaServer) over the fake driver."""
+    """Every CUDA case passes on the GPU path (CudaMechanism) over the fake driver."""
     pytest.importorskip("cuda.bindings")
     _run_cases({"NUMBA_CUBE_TEST_CUDA_DEVICE": "fakecuda"})

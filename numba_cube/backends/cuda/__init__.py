@@ -3,7 +3,7 @@
 Two mechanisms answer to the backend name ``cuda``:
 
 - on a machine with a GPU, ``CudaServer`` (``server.py``): numba-cuda compiles, the launch goes
-  straight to ``cuLaunchKernel`` through a cached launch plan (``launch_plan.py``), on CUDA
+  straight to ``cuLaunchKernel`` through a cached launch plan (``packed_launch.py``), on CUDA
   streams mapped from numba_cube's stream ids, ordered by events (``streams.py``), with pooled
   device memory (``memory.py``), CUDA graphs (``graphs.py``), dynamic counts (``dynamic.py``)
   and ``__cuda_array_interface__`` interop (``interop.py``);

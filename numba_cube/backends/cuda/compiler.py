@@ -5,7 +5,7 @@ signature is compiled explicitly with ``dispatcher.compile(sig)`` (what a dry ru
 without launching). The signature comes from the bindings, not from values: a buffer of dtype D
 and ``ndim`` N is ``types.Array(D, N, L)``, L the layout of its strides ("C", "F" or "A", as
 ``numba.typeof`` gives it: ``kernel/signatures.launch_types``), a scalar is the Numba
-type of its NumPy type. Because numba_cube packs arguments itself (``launch_plan.py``), the
+type of its NumPy type. Because numba_cube packs arguments itself (``packed_launch.py``), the
 kernel object is used only for what it loaded: the ``CUkernel`` handle of its code library, turned
 into this context's ``CUfunction``, plus the attributes a refused launch is explained with.
 
@@ -39,7 +39,7 @@ from ...kernel.options import resolve
 from ...kernel.signatures import launch_types
 from ...runtime.composite import RecordRef
 from .kernel_exceptions import for_kernel
-from .launch_plan import ArgLayout, CompiledKernel, flat_leaves
+from .packed_launch import ArgLayout, CompiledKernel, flat_leaves
 
 __all__ = ["NumbaCudaCompiler", "numba_types", "arg_kinds", "JIT_OPTIONS", "jit_options"]
 
@@ -68,7 +68,7 @@ def jit_options(kernel, client_options: Mapping) -> dict:
 
 
 def arg_kinds(args: tuple) -> tuple:
-    """Per flattened parameter (``launch_plan.flat_leaves``: a tuple's items one after the other):
+    """Per flattened parameter (``packed_launch.flat_leaves``: a tuple's items one after the other):
     ``("array", ndim, itemsize)`` for a binding, ``("record",)`` for a record passed by reference
     (a device pointer), ``("scalar", dtype)`` else."""
     kinds = []

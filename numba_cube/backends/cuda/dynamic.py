@@ -58,7 +58,7 @@ from .driver import CudaError
 
 log = logging.getLogger("numba_cube")
 
-__all__ = ["Ineligible", "device_count_kernel", "PREFIX"]
+__all__ = ["Ineligible", "device_count_kernel", "DynamicCounts", "PREFIX"]
 
 PREFIX = "_numba_cube_dyn_"
 _GEOMETRY = ("blockIdx", "gridDim", "grid", "gridsize")
@@ -236,11 +236,22 @@ def device_count_kernel(py_func):
     return wrapper
 
 
-class DynamicCountMixin:
-    """The server side of dynamic counts on the GPU (mixed into ``CudaServer``): which form a
-    launch uses, the wrapper's grid, and the read-back."""
+class DynamicCounts:
+    """Which form a dynamic-count launch takes on one device, the wrapper's grid, and the
+    read-back. ``mode``: ``"auto"`` (the device count where the kernel allows it) or
+    ``"readback"`` (``NUMBA_CUBE_CUDA_DYNAMIC_COUNT=readback``; tests switch it per case)."""
 
-    def _wrapper_of(self, kernel):
+    def __init__(self, driver, sm_count: int, pinned, ledger, raised, mode: str):
+        self._driver = driver
+        self._sm_count = sm_count
+        self._pinned = pinned
+        self._ledger = ledger
+        self._raised = raised            # CudaContext.raised, bound to the server's mark_broken
+        self.mode = mode
+        self._wrappers: dict = {}        # kernel id -> device-count wrapper or Ineligible
+        self._count_buf = None           # pinned 16 bytes for count read-backs
+
+    def wrapper_of(self, kernel):
         """The device-count wrapper function of ``kernel``, or the ``Ineligible`` reason."""
         found = self._wrappers.get(kernel.id)
         if found is None:
@@ -254,24 +265,24 @@ class DynamicCountMixin:
             self._wrappers[kernel.id] = found
         return found
 
-    def _wrapper_grid(self, plan, dim: tuple) -> int:
+    def wrapper_grid(self, bound, dim: tuple) -> int:
         """How many cubes the device-count wrapper launches: all that can be resident at once."""
         threads = dim[0] * dim[1] * dim[2]
-        grid = plan.bound_for.get(threads)
+        grid = bound.wrapper_grids.get(threads)
         if grid is None:
             per_sm = 0
-            occupancy = plan.device_count.kernel.occupancy
+            occupancy = bound.device_count.kernel.occupancy
             if occupancy is not None:
                 try:
                     per_sm = occupancy(threads)
                 except CudaError:
                     per_sm = 0
-            grid = plan.bound_for[threads] = max(1, self.sm_count * max(per_sm, 1))
+            grid = bound.wrapper_grids[threads] = max(1, self._sm_count * max(per_sm, 1))
         return grid
 
-    def _readback_run(self, task, rec, count_ptr: int):
+    def readback_run(self, task, rec, count_ptr: int):
         """Resolve a dynamic count by a blocking 12-byte read-back, then dispatch (baseline)."""
-        ledger = self.ledger
+        ledger = self._ledger
 
         def run():
             if ledger.first_failure(rec.reads) is None:
@@ -279,7 +290,7 @@ class DynamicCountMixin:
                     rec.count_view = self._read_count(count_ptr, task.cs.handle)
                 except CudaError as exc:
                     failed_writing(ledger, rec.kernel_id, rec.writes, exc)
-                    self._raise_fault(exc)
+                    self._raised(exc)
                     task.ran = False
                     return
             if run_recorded(ledger, rec) is None:
@@ -289,17 +300,17 @@ class DynamicCountMixin:
 
     def _read_count(self, ptr: int, stream) -> np.ndarray:
         if self._count_buf is None:
-            self._count_buf = self.pinned.get(16)
+            self._count_buf = self._pinned.get(16)
         buf = self._count_buf
-        self.driver.memcpy_dtoh_async(buf.ptr, ptr, 12, stream)
-        self.driver.stream_synchronize(stream)
+        self._driver.memcpy_dtoh_async(buf.ptr, ptr, 12, stream)
+        self._driver.stream_synchronize(stream)
         return buf.array[:12].copy()
 
-    def _wrapper_reason(self, kernel) -> str:
-        if self.dynamic_mode == "readback":
+    def wrapper_reason(self, kernel) -> str:
+        """Why a dynamic count of ``kernel`` is read back (for a capture's refusal)."""
+        if self.mode == "readback":
             return "NUMBA_CUBE_CUDA_DYNAMIC_COUNT=readback"
         found = self._wrappers.get(kernel.id)
         if isinstance(found, Exception):
             return f"the kernel has no device-count form: {found}"
         return "an output of the launch carries a failure"
-

@@ -1,14 +1,14 @@
 """The warm launch: a launch that repeats one already made is one match and one driver call.
 
-Why a separate path. The general launch (``CudaServer.op_launch``) builds a request, looks up the
-launch plan, makes a task and a recorded dispatch, walks the hazard tracker, opens an execute
+Why a separate path. The general launch (``DeviceServer.op_launch`` over the CUDA mechanism)
+builds a request, looks up the bound launch, makes a task and a recorded dispatch, walks the hazard tracker, opens an execute
 scope (claim, release) and records an event: 22-25 us per launch on an H200 host, five times
 the driver's own ``cuLaunchKernel`` (4-5 us). Issue 7 asks for 8 us in all. Almost all
 of that work depends only on *what* is launched (kernel, bound buffers, scalar types, geometry,
 stream), which repeats from launch to launch in every real program: a loop, a pipeline per thread.
 
-So after a general launch the server *arms* a ``HotLaunch``: its plan, its CUDA stream, the
-hazard states of its buffers and its ledger regions, all resolved (a few per kernel, newest
+So after a general launch the mechanism *arms* a ``WarmLaunch``: its bound launch, its CUDA
+stream, the hazard states of its buffers and its ledger regions, all resolved (a few per kernel, newest
 first). The next launch of that kernel with the same handles (by identity), scalar types,
 geometry, dynamic shared memory size, options and stream *fires* it:
 
@@ -21,9 +21,9 @@ geometry, dynamic shared memory size, options and stream *fires* it:
 3. dependencies: if every buffer is used by this stream only (``HazardTracker.register_solo``)
    there is nothing to wait for; otherwise the full walk (``register``) names the tasks of other
    streams to wait for, and the stream waits for them on the device (``CudaStreams.wait_for``);
-4. the scalars are packed into the plan's parameter block and the kernel is launched. No event
-   is recorded: the launch's ``HotTask`` gets one only when somebody must wait for it
-   (``streams.HotTask``), which a loop of launches on one stream never needs. The current
+4. the scalars are packed into the packed launch's parameter block and the kernel is launched. No
+   event is recorded: the launch's ``WarmTask`` gets one only when somebody must wait for it
+   (``streams.WarmTask``), which a loop of launches on one stream never needs. The current
    context is not checked first either (see the comment at the launch).
 
 Measured (``benchmarks/bench_cuda.py``, H200): 6.8-7.3 us per warm launch, of which ~2.7 us
@@ -40,12 +40,17 @@ What the warm path leaves out, and why that is the same contract:
   only when none of them is active (``runtime/watchers.py``, ``ExclusiveGate.owner``);
 - *dynamic counts, foreign (borrowed) buffers, compile failures, the baseline dependency rule,
   debug kernels (their exception flag is read back after each launch)*: never armed.
-- *tuples, records, enum members, dates* (``runtime/composite.py``): never armed either (``_arm``
+- *tuples, records, enum members, dates* (``runtime/composite.py``): never armed either (``arm``
   arms handles and plain numbers only), so the match stays one type test per argument.
 
 The entry holds the ``Binding`` objects of the handles it matched, never the handles: a binding
 is matched by identity, and only a live handle carries it, so a matched entry's buffers are
-alive. Entries that bind a freed buffer are dropped with its plans (``_forget_hot``).
+alive. Entries that bind a freed buffer are dropped with its bound launches (``forget``).
+
+``WarmPath`` is built by the CUDA mechanism when the policy server attaches it, with what it reads
+bound once (the server's channel, ledger, hazard tracker, executor, capture windows, pending frees
+and task ids: public attributes of ``runtime/server.py``), so a warm launch goes through no layer
+of the server's: the client calls ``WarmPath.fast_launch`` itself (``DeviceServer.fast_launch``).
 """
 
 from __future__ import annotations
@@ -54,17 +59,17 @@ import numpy as np
 
 from ...runtime.handle import Handle
 from ...runtime.ledger import failed_writing
-from .streams import HotTask
+from .streams import WarmTask
 
-__all__ = ["HotLaunch", "FastLaunchMixin"]
+__all__ = ["WarmLaunch", "WarmPath"]
 
 #: Scalar argument types an entry matches by type: those the client binds by value. Anything
 #: else (a Handle subclass, a foreign array adopted without a copy) is never armed, because a
 #: type match would not say *which* buffer it is.
 _PLAIN_SCALAR_TYPES = frozenset({int, float, bool, complex})
 
-#: Armed launches kept per kernel (see ``_arm``).
-HOT_ENTRIES_PER_KERNEL = 4
+#: Armed launches kept per kernel (see ``WarmPath.arm``).
+WARM_ENTRIES_PER_KERNEL = 4
 
 #: Raw count/dim types an entry can match with ``==`` cheaply (a CubeCount object takes the
 #: general path: it may be dynamic, and its equality is a Python-level dataclass ``__eq__``).
@@ -104,14 +109,14 @@ def matcher(shape: tuple):
     return fn
 
 
-class HotLaunch:
+class WarmLaunch:
     """One armed launch (see the module docstring)."""
 
     __slots__ = ("count", "dim", "grid", "block", "match", "matcher", "stream", "options", "cs",
-                 "source", "plan", "launch_args", "read_states", "write_states", "regions",
+                 "source", "packed", "launch_args", "read_states", "write_states", "regions",
                  "kernel_id", "shared_bytes")
 
-    def __init__(self, count, dim, grid, block, match, stream, options, cs, plan, read_states,
+    def __init__(self, count, dim, grid, block, match, stream, options, cs, bound, read_states,
                  write_states, kernel_id, shared_bytes=0):
         self.count = count              # the caller's count and dim, as passed (int or tuple)
         self.dim = dim
@@ -122,32 +127,45 @@ class HotLaunch:
         self.stream = stream
         self.options = options
         self.cs = cs                    # the CUDA stream of ``stream`` when armed
-        self.source = plan              # the server's plan: read/write sets, memory ids
-        self.plan = plan.launch         # the LaunchPlan: packed parameters, loaded function
+        self.source = bound             # the bound launch: read/write sets, memory ids
+        self.packed = bound.packed      # the PackedLaunch: packed parameters, loaded function
         # Dynamic shared memory is part of what is matched: a launch with another size is
         # another entry (the general path armed this one after opting the function in to it).
         self.shared_bytes = shared_bytes
         # cuLaunchKernel's arguments, all fixed for the entry (the stream is hot.cs, checked).
-        self.launch_args = (plan.launch.kernel.function, *grid, *block, shared_bytes, cs.handle,
-                            plan.launch.block.address, 0)
+        self.launch_args = (bound.packed.kernel.function, *grid, *block, shared_bytes, cs.handle,
+                            bound.packed.block.address, 0)
         self.read_states = read_states  # hazard states of the buffers only read
         self.write_states = write_states
-        self.regions = plan.reads + plan.writes   # what the ledger is asked about, per launch
+        self.regions = bound.reads + bound.writes   # what the ledger is asked about, per launch
         self.kernel_id = kernel_id
 
 
-class FastLaunchMixin:
-    """The warm path of ``CudaServer``: ``fast_launch`` (issuing thread) and ``_arm``."""
+class WarmPath:
+    """The warm path of one CUDA device: ``fast_launch`` (issuing thread), ``arm``, ``forget``.
 
-    def _init_fast_path(self) -> None:
-        self._hot: dict = {}        # kernel object -> its armed launches, newest first
-        self._hot_fired = 0         # warm launches not yet folded into stats
+    ``server``: the policy server, read for its public state once, here; ``streams``: the
+    device's executor (``CudaStreams``); ``activate``: makes the device's context current
+    (``CudaContext.activate``)."""
+
+    def __init__(self, server, streams, activate):
+        self._channel = server.channel
+        self._captures = server.captures
+        self._pending_frees = server.pending_frees
+        self._drain_frees = server.drain_frees
+        self._streams = streams
+        self._ledger = server.ledger
+        self._hazards = server.hazards
+        self._task_ids = server.task_ids
+        self._activate = activate
+        self._armed: dict = {}      # kernel object -> its armed launches, newest first
+        self._fired = 0             # warm launches not yet folded into the server's counters
 
     def fast_launch(self, kernel, count, dim, args: tuple, stream, options,
                     shared_bytes=0) -> str | None:
         """Fire the armed launch of ``kernel`` if this launch repeats it; return the kernel id,
         or None when the launch must take the general path (nothing was done then)."""
-        entries = self._hot.get(kernel)
+        entries = self._armed.get(kernel)
         if entries is None:
             return None
         for hot in entries:             # newest first; usually the first one matches
@@ -162,7 +180,7 @@ class FastLaunchMixin:
             return None
         if type(shared_bytes) is not int:
             return None     # 64.0 == 64 matched: the general path refuses what is not an int
-        channel = self.channel
+        channel = self._channel
         with channel.lock:
             # InlineChannel.call's bookkeeping, inlined: a handle's finalizer that the garbage
             # collector runs inside this block defers its operation until we are done.
@@ -170,23 +188,23 @@ class FastLaunchMixin:
             try:
                 # Steps 2-4 of the module docstring. Every ``return None`` comes before anything
                 # was changed. (One function with the match above: it saves a call frame.)
-                if self._to_free:
+                if self._pending_frees:
                     self._drain_frees()
-                streams = self.streams
-                if self.captures or streams.serving(hot.stream) is not hot.cs:
+                streams = self._streams
+                if self._captures or streams.serving(hot.stream) is not hot.cs:
                     return None
-                ledger = self.ledger
+                ledger = self._ledger
                 if ledger.first_failure(hot.regions) is not None:
                     return None
-                plan = hot.plan
-                if plan.pack is not None:
+                packed = hot.packed
+                if packed.pack is not None:
                     try:
-                        plan.pack(args)
+                        packed.pack(args)
                     except Exception:  # noqa: BLE001 - out of range: the general path says so
                         return None
                 cs = hot.cs
-                task = HotTask(hot.stream, cs, streams, next(self._task_ids))
-                hazards = self.hazards
+                task = WarmTask(hot.stream, cs, streams, next(self._task_ids))
+                hazards = self._hazards
                 if hazards.register_solo(task, hot.read_states, hot.write_states):
                     deps = None
                 else:
@@ -203,30 +221,30 @@ class FastLaunchMixin:
                 # library switched it on this thread) the driver refuses the launch, it is
                 # not run. Then we make ours current and launch again; a second refusal is the
                 # kernel's own (too many threads, ...).
-                err = plan.cu_launch(*hot.launch_args)[0]
-                if err != plan.success:
-                    self.activate()
-                    err = plan.cu_launch(*hot.launch_args)[0]
-                if err != plan.success:
+                err = packed.cu_launch(*hot.launch_args)[0]
+                if err != packed.success:
+                    self._activate()
+                    err = packed.cu_launch(*hot.launch_args)[0]
+                if err != packed.success:
                     # recorded as the general path records work that never started
-                    refused = plan.refused(err, hot.grid, hot.block, hot.shared_bytes)
+                    refused = packed.refused(err, hot.grid, hot.block, hot.shared_bytes)
                     failed_writing(ledger, hot.kernel_id, hot.source.writes, refused)
-                # No event here: the task borrows one when somebody has to wait for it (HotTask).
-                self._hot_fired += 1
+                # No event here: the task borrows one when somebody has to wait for it (WarmTask).
+                self._fired += 1
                 return hot.kernel_id
             finally:
                 channel.leave()
 
-    def _arm(self, req, plan, cs) -> None:
+    def arm(self, req, bound, cs) -> None:
         """After a general launch that ran: make the next identical one warm, if it can be."""
         key, count, dim, raw_args = req.as_called
-        if self.hazards.baseline or plan.foreign or type(count) not in _PLAIN_GEOMETRY \
+        if self._hazards.baseline or bound.foreign or type(count) not in _PLAIN_GEOMETRY \
                 or type(dim) not in _PLAIN_GEOMETRY:
             return
         if req.kernel.signatures is not None:
             return      # its scalars are converted per launch (kernel/signatures.py): general path
-        if plan.launch is not None and plan.launch.kernel.exceptions is not None:
-            return      # a debug kernel: each launch reads its exception flag back (LaunchPlan)
+        if bound.packed is not None and bound.packed.kernel.exceptions is not None:
+            return      # a debug kernel: each launch reads its exception flag back (PackedLaunch)
         match = []
         for a in raw_args:
             kind = type(a)
@@ -236,37 +254,46 @@ class FastLaunchMixin:
                 match.append(kind)
             else:
                 return
-        hazards = self.hazards
-        write_mems = plan.write_mems
-        read_only = tuple(m for m in plan.read_mems if m not in write_mems)
-        if len(self._hot) >= 1024:          # bounded: a program generating kernels forever
-            self._hot.clear()
-        hot = HotLaunch(
+        hazards = self._hazards
+        write_mems = bound.write_mems
+        read_only = tuple(m for m in bound.read_mems if m not in write_mems)
+        if len(self._armed) >= 1024:          # bounded: a program generating kernels forever
+            self._armed.clear()
+        hot = WarmLaunch(
             count, dim, req.count.as_tuple(), req.dim.as_tuple(), tuple(match), req.stream, req.options,
-            cs, plan, hazards.states(read_only), hazards.states(tuple(write_mems)), req.kernel.id,
+            cs, bound, hazards.states(read_only), hazards.states(tuple(write_mems)), req.kernel.id,
             req.shared_bytes)
         # A few entries per kernel, newest first: a loop body often launches one kernel with two
         # sets of arguments (ping-pong buffers), and one entry would make both miss every time.
         # An entry for the same launch (re-armed after a general launch, e.g. past a failure)
         # replaces the old one instead of pushing another entry out.
         same = (hot.stream, hot.count, hot.dim, hot.options, hot.match, hot.shared_bytes)
-        older = [e for e in self._hot.get(key, ())
+        older = [e for e in self._armed.get(key, ())
                  if (e.stream, e.count, e.dim, e.options, e.match, e.shared_bytes) != same]
-        self._hot[key] = [hot] + older[:HOT_ENTRIES_PER_KERNEL - 1]
+        self._armed[key] = [hot] + older[:WARM_ENTRIES_PER_KERNEL - 1]
 
-    def _forget_hot(self, memory_id) -> None:
+    def forget(self, memory_id) -> None:
         """A buffer was freed: drop the armed launches that bind it."""
-        for key, entries in list(self._hot.items()):
+        if not self._armed:
+            return
+        for key, entries in list(self._armed.items()):
             kept = [hot for hot in entries
                     if memory_id not in hot.source.read_mems and memory_id not in hot.source.write_mems]
             if len(kept) != len(entries):
                 if kept:
-                    self._hot[key] = kept
+                    self._armed[key] = kept
                 else:
-                    del self._hot[key]
+                    del self._armed[key]
 
-    def _fold_hot_stats(self, stats) -> None:
-        fired, self._hot_fired = self._hot_fired, 0
+    def armed_count(self) -> int:
+        """How many launches are armed (for ``server.cache_sizes()``)."""
+        return sum(map(len, self._armed.values()))
+
+    def fold_counts(self, stats) -> None:
+        """Add the warm launches fired since the last fold to the server's counters. Under the
+        device lock: a fold racing a warm launch would lose it."""
+        with self._channel.lock:
+            fired, self._fired = self._fired, 0
         if fired:
             stats["launched"] += fired
             stats["cache_hits"] += fired

@@ -2,13 +2,13 @@
 
 The runtime's capture state machine (``runtime/capture.py``) is shared with the CPU backend: it
 records, between ``start_capture`` and ``stop_capture``, the *resolved* dispatches (``Recorded``:
-launch plan, geometry, arguments, read and write sets) and enforces the window's refusals
+packed launch, geometry, arguments, read and write sets) and enforces the window's refusals
 (reads, sync, profiling, host writes, allocations the pool cannot serve, launches skipped for a
 failed input; each dooms the recording, and ``stop_capture`` raises ``CaptureError``).
 
 On the GPU, ``stop_capture`` then turns the recording into a hardware graph by *stream capture*:
 ``cuStreamBeginCapture`` on a private stream of the device, every recorded launch replayed onto
-it through its launch plan (the driver records kernel nodes instead of running them; parameters
+it through its packed launch (the driver records kernel nodes instead of running them; parameters
 are copied at that point), ``cuStreamEndCapture``, ``cuGraphInstantiate``. ``graph.replay()`` is
 one ``cuGraphLaunch`` on the CUDA stream of the stream id the capture was made on: one dispatch
 for the whole recording, ordered against other streams' work on its buffers like a launch.
@@ -17,7 +17,7 @@ What ``replay`` does with the ledger: the recording's buffers are checked first.
 reads carries a failure, the whole graph runs inside one execute scope over the union of the read
 and write sets (a refused ``cuGraphLaunch`` fails the write set). If one does, the hardware graph
 (which is all or nothing) is not launched; each recorded dispatch goes through its own execute
-scope instead, launched eagerly through its plan, so skipping and propagation are exactly those of
+scope instead, launched eagerly through its packed launch, so skipping and propagation are exactly those of
 the same launches made one by one.
 
 A dynamic-count launch can be recorded only in its device-count form (``dynamic.py``): the
@@ -51,18 +51,21 @@ def _destroy(driver, graph, graph_exec) -> None:
 class CudaGraph(Graph):
     """A sealed recording, instantiated as a CUDA graph; ``replay()`` launches it."""
 
-    def __init__(self, server, stream, recorded: list, memory_ids: frozenset):
+    def __init__(self, server, mechanism, stream, recorded: list, memory_ids: frozenset):
+        """``server``: the policy server (replays go through its channel); ``mechanism``: the
+        CUDA mechanism (its driver, context and capture stream)."""
         super().__init__(server, stream, recorded, memory_ids)
+        self._driver = mechanism.driver
         self._graph = None
         self._exec = None
         self.nodes = 0
         if recorded:
-            self._build(server)
+            self._build(mechanism)
 
-    def _build(self, server) -> None:
-        driver = server.driver
-        server.activate()
-        capture_stream = server.capture_stream()
+    def _build(self, mechanism) -> None:
+        driver = self._driver
+        mechanism.activate()
+        capture_stream = mechanism.capture_stream()
         try:
             driver.begin_capture(capture_stream)
         except CudaError as exc:
@@ -93,7 +96,7 @@ class CudaGraph(Graph):
         self.nodes = len(self._recorded)
         weakref.finalize(self, _destroy, driver, graph, graph_exec)
 
-    # called on the server (under the device lock) by HostServer.op_replay
+    # called on the server (under the device lock) by DeviceServer.op_replay
     def _task(self, server):
         missing = [m for m in self._memory_ids if m not in server.memory]
         if missing:
@@ -103,9 +106,9 @@ class CudaGraph(Graph):
         reads = tuple({r: None for rec in recorded for r in rec.reads})
         writes = tuple({w: None for rec in recorded for w in rec.writes})
         graph_exec = self._exec
-        launch = server.driver.api.cuGraphLaunch
-        success = server.driver.SUCCESS
-        driver = server.driver
+        driver = self._driver
+        launch = driver.api.cuGraphLaunch
+        success = driver.SUCCESS
         label = f"graph of {len(recorded)} launch(es)"
         task = CudaTask(None, self.stream, "graph-replay")
 
@@ -121,7 +124,7 @@ class CudaGraph(Graph):
                             exc = driver.error("cuGraphLaunch", err)
                             scope.fail(exc)
                             if exc.sticky:
-                                server._on_fault(exc)
+                                server.mark_broken(exc)
                 return
             # An input carries a failure: per-dispatch scopes, eager launches (see docstring).
             for rec in recorded:

@@ -55,7 +55,7 @@ from .foreign_array import ForeignArray
 from .memory import DeviceMemory
 from .streams import CudaTask
 
-__all__ = ["ForeignArray", "parse_cai", "BorrowedEntry", "BorrowedTable", "export_cai", "CudaInteropMixin"]
+__all__ = ["ForeignArray", "parse_cai", "BorrowedEntry", "BorrowedTable", "export_cai", "CudaInterop"]
 
 #: Idle borrowed entries beyond this many are evicted (bookkeeping only; see the docstring).
 MAX_ENTRIES = 256
@@ -248,17 +248,33 @@ class _ExternalStream:
         return f"<foreign CUDA stream 0x{self.ptr:x}>"
 
 
-class CudaInteropMixin:
-    """The server side of interop on the GPU (mixed into ``CudaServer``): export, adoption, and
-    ordering with the foreign library's stream. Runs under the device lock like every ``op_*``."""
+class CudaInterop:
+    """The device side of interop on the GPU: export, adoption, and ordering with the foreign
+    library's stream. Runs under the device lock like every server operation. ``server``: the
+    policy server (its public memory table, hazard tracker, ledger, executor and channel);
+    ``context``: the device's ``CudaContext``."""
+
+    def __init__(self, server, context, raised):
+        self._server = server
+        self._context = context
+        self._driver = context.driver
+        self._raised = raised
+        self.borrowed = BorrowedTable()
+        self.borrowed_ids: set = set()
+        self._empty_foreign = None                 # the Allocation all empty foreign arrays view
+        self._export_stream = None
+        self._foreign_streams: dict = {}           # borrowed memory id -> CAI stream (1: legacy)
+
+    def _pointer(self, b: Binding) -> int:
+        return self._server.memory[b.memory_id][1].ptr + b.offset
 
     def cuda_array_interface(self, handle: Handle) -> dict:
         """``__cuda_array_interface__`` of a handle (see ``interop.py``)."""
-        return self.channel.call(self.op_export, handle.binding())
+        return self._server.channel.call(self.op_export, handle.binding())
 
     def op_export(self, b: Binding) -> dict:
-        self.activate()
-        users = self.hazards.users_of(b.memory_id)
+        self._context.activate()
+        users = self._server.hazards.users_of(b.memory_id)
         stream = None
         if users:
             streams = {u.cs.ptr: u for u in users if u.cs is not None}
@@ -268,57 +284,72 @@ class CudaInteropMixin:
                 # Several streams still use the buffer: a private stream waits for all of them,
                 # and the consumer orders after that one.
                 if self._export_stream is None:
-                    self._export_stream = self.driver.stream_create()
+                    self._export_stream = self._driver.stream_create()
                 for u in streams.values():
-                    event = self.streams.event_of(u)
+                    event = self._server.streams.event_of(u)
                     if event is not None:
-                        self.driver.stream_wait_event(self._export_stream, event)
+                        self._driver.stream_wait_event(self._export_stream, event)
                 stream = int(self._export_stream)
-        return export_cai(self._device_ptr(b), b.shape, b.dtype, stream, b.strides)
+        return export_cai(self._pointer(b), b.shape, b.dtype, stream, b.strides)
 
     def adopt_foreign(self, obj) -> Handle | None:
         """Seam used by ``Client._bind``: a foreign CUDA array as a borrowed handle, or None."""
         fa = parse_cai(obj)
         if fa is None:
-            fa = parse_dlpack(obj, self.index)
+            fa = parse_dlpack(obj, self._context.index)
             if fa is None:
                 return None
-        return self.channel.call(self.op_adopt, fa)
+        return self._server.channel.call(self.op_adopt, fa)
+
+    def forget(self, memory_id: int) -> bool:
+        """A freed memory id: True if it was borrowed (then it is forgotten here, and its bytes
+        belong to another library: never to the pool)."""
+        if memory_id not in self.borrowed_ids:
+            return False
+        self.borrowed_ids.discard(memory_id)
+        self.borrowed.forget_id(memory_id)
+        self._foreign_streams.pop(memory_id, None)
+        return True
+
+    def sweep(self) -> None:
+        """At ``sync``: let go of finished foreign arrays."""
+        if self.borrowed:
+            self.borrowed.sweep(self._server.hazards, self._server.ledger)
 
     def op_adopt(self, fa) -> Handle:
-        self.activate()
-        self.borrowed.maybe_sweep(self.hazards, self.ledger)
+        server = self._server
+        self._context.activate()
+        self.borrowed.maybe_sweep(server.hazards, server.ledger)
         if fa.nbytes == 0:
             # Every empty foreign array (numba's has data pointer 0) is a view of one empty buffer
             # that the server keeps for good: nothing else would hold it between this adoption and
             # the launch that binds it (a dropped handle's release, submitted first, would free
             # its id before the launch looked it up).
             if self._empty_foreign is None:
-                memory_id = next(self._ids)
-                self.memory[memory_id] = (0, DeviceMemory(0, 0, owned=False))
-                self._ptrs[memory_id] = 0
-                self._borrowed_ids.add(memory_id)
-                self._empty_foreign = Allocation(self, memory_id, 0)
+                memory_id = next(server.memory_ids)
+                server.memory[memory_id] = (0, DeviceMemory(0, 0, owned=False))
+                self.borrowed_ids.add(memory_id)
+                self._empty_foreign = Allocation(server, memory_id, 0)
             return Handle(self._empty_foreign, 0, fa.shape, fa.dtype, fa.strides)
         # The owning device first: with unified addressing it is answered for any context, while
         # the address range of another device's memory is not found in this device's context
         # (seen on two H200s: CUDA_ERROR_NOT_FOUND), so the range is asked only for our own.
         try:
-            device = self.driver.pointer_device(fa.ptr)
+            device = self._driver.pointer_device(fa.ptr)
         except CudaError as exc:
             raise LaunchArgumentError(f"{type(fa.owner).__name__} argument at 0x{fa.ptr:x} is not device "
                                       f"memory the CUDA driver knows: {exc}") from exc
-        if device != self.index:
+        if device != self._context.index:
             raise ForeignHandleError(f"{type(fa.owner).__name__} argument lives on cuda:{device}, passed "
-                                     f"to a client of {self.device}; copy it to this device first")
+                                     f"to a client of {server.device}; copy it to this device first")
         try:
-            base, size = self.driver.address_range(fa.ptr)
+            base, size = self._driver.address_range(fa.ptr)
         except CudaError as exc:
             # The driver knows the pointer (it named a device) but this device's context cannot
             # resolve it: it belongs to another context, i.e. another device's memory. Seen on two
             # H200s, where the ordinal query answered 0 for numba memory made under cuda.gpus[1].
             raise ForeignHandleError(f"{type(fa.owner).__name__} argument at 0x{fa.ptr:x} is not memory "
-                                     f"of {self.device}'s context ({exc}); copy it to this device "
+                                     f"of {server.device}'s context ({exc}); copy it to this device "
                                      f"first") from exc
         low, high = fa.extent
         if low < base or high > base + size:
@@ -333,15 +364,14 @@ class CudaInteropMixin:
             self.borrowed.evict(entry)   # the foreign allocation was freed and the range reused
             entry = None
         if entry is None:
-            memory_id = next(self._ids)
-            self.memory[memory_id] = (size, DeviceMemory(base, size, owned=False))
-            self._ptrs[memory_id] = base
-            self._borrowed_ids.add(memory_id)
+            memory_id = next(server.memory_ids)
+            server.memory[memory_id] = (size, DeviceMemory(base, size, owned=False))
+            self.borrowed_ids.add(memory_id)
             entry = BorrowedEntry(memory_id, base, size, None)
-            entry.allocation = Allocation(self, memory_id, size)
+            entry.allocation = Allocation(server, memory_id, size)
             self.borrowed.add(entry)
         self.borrowed.touch(entry, fa.owner)
-        entry_stream = fa.stream if fa.stream is not None else 1   # see _after_foreign
+        entry_stream = fa.stream if fa.stream is not None else 1   # see after_foreign
         self._foreign_streams[entry.memory_id] = entry_stream
         if fa.stream is not None:
             self._order_after_foreign(entry.memory_id, fa.stream)
@@ -351,19 +381,20 @@ class CudaInteropMixin:
         """The foreign producer's stream, as a pseudo task that last wrote the buffer: our next
         user waits for it on the device. The foreign stream first waits for our own users of the
         buffer (it may write it)."""
-        api = self.driver.api
-        foreign = api.CUstream(stream_ptr)
+        driver = self._driver
+        streams = self._server.streams
+        foreign = driver.api.CUstream(stream_ptr)
         ext = CudaTask(None, _ExternalStream(stream_ptr), "foreign-stream")
-        deps = self.hazards.register(ext, (), (memory_id,))
+        deps = self._server.hazards.register(ext, (), (memory_id,))
         for dep in deps:
-            event = self.streams.event_of(dep)
+            event = streams.event_of(dep)
             if event is not None:
-                self.driver.stream_wait_event(foreign, event)
-        event = self.streams.events.get()
-        self.driver.event_record(event, foreign)
-        self.streams.stand_for_foreign(ext, foreign, event)
+                driver.stream_wait_event(foreign, event)
+        event = streams.events.get()
+        driver.event_record(event, foreign)
+        streams.stand_for_foreign(ext, foreign, event)
 
-    def _after_foreign(self, task: CudaTask, memory_ids: tuple) -> None:
+    def after_foreign(self, task: CudaTask, memory_ids: tuple) -> None:
         """Courtesy to the foreign library: its stream (the one its array named, else the legacy
         default stream) waits for our launch, so its next operation on the array sees our work
         without a host sync."""
@@ -378,7 +409,7 @@ class CudaInteropMixin:
                 continue
             done.add(sp)
             try:
-                self.driver.stream_wait_event(self.driver.api.CUstream(sp), task.event)
+                self._driver.stream_wait_event(self._driver.api.CUstream(sp), task.event)
             except CudaError as exc:
-                self._raise_fault(exc)
+                self._raised(exc)
 

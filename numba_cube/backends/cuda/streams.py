@@ -41,7 +41,7 @@ from typing import Callable
 from ...runtime.dispatch import run_recorded
 from .driver import CudaError
 
-__all__ = ["CudaTask", "HotTask", "CudaStreams", "EventPool"]
+__all__ = ["CudaTask", "WarmTask", "CudaStreams", "EventPool"]
 
 log = logging.getLogger("numba_cube")
 
@@ -165,7 +165,7 @@ class CudaTask:
         return f"<CudaTask {self.label} on {self.stream} {'done' if self._done else 'pending'}>"
 
 
-class HotTask:
+class WarmTask:
     """The task of a warm launch (``fast_path.py``): no event of its own until one is needed.
 
     Recording an event after every launch costs a driver call (~0.5 us) that nobody needs in a
@@ -236,7 +236,7 @@ class HotTask:
         return True
 
     def __repr__(self) -> str:
-        return f"<HotTask #{self.seq} on {self.stream} {'done' if self._done else 'pending'}>"
+        return f"<WarmTask #{self.seq} on {self.stream} {'done' if self._done else 'pending'}>"
 
 
 class CudaStreams:
@@ -244,7 +244,7 @@ class CudaStreams:
 
     def __init__(self, driver, on_fault: Callable[[BaseException], None], ledger=None, lock=None):
         self.driver = driver
-        self.lock = lock              # the device lock (a HotTask's wait borrows an event under it)
+        self.lock = lock              # the device lock (a WarmTask's wait borrows an event under it)
         self.ledger = ledger
         self.events = EventPool(driver)
         self.timing_events: list = []
@@ -371,10 +371,10 @@ class CudaStreams:
 
     def event_of(self, task):
         """The event that tells when ``task`` is done, or None if there is none (a broken device,
-        or a task that is done). A warm task (``HotTask``) not covered by an event yet gets one:
+        or a task that is done). A warm task (``WarmTask``) not covered by an event yet gets one:
         the stream's newest event if it is recent enough, else a marker recorded now. Called
         under the device lock."""
-        if type(task) is not HotTask:
+        if type(task) is not WarmTask:
             return task.event
         mark = task._mark
         if mark is None:
@@ -390,7 +390,7 @@ class CudaStreams:
         return mark.event
 
     def event_of_locked(self, task):
-        """``event_of`` from a thread that may not hold the device lock (``HotTask.wait``)."""
+        """``event_of`` from a thread that may not hold the device lock (``WarmTask.wait``)."""
         with self.lock:
             return self.event_of(task)
 
@@ -433,7 +433,7 @@ class CudaStreams:
     def flush_tasks(self, tasks) -> None:
         """Work is on the device already; warm tasks among ``tasks`` get an event to wait on."""
         for task in tasks:
-            if type(task) is HotTask:
+            if type(task) is WarmTask:
                 self.event_of(task)
 
     def flush_all(self) -> list:

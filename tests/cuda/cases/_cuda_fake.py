@@ -1,8 +1,8 @@
 """A fake CUDA driver (and compiler) for running the GPU path's *logic* on a machine without a GPU.
 
-``CudaServer`` talks to the driver through an injectable ``api`` object with the function names
+The CUDA mechanism (``CudaMechanism``) talks to the driver through an injectable ``api`` object with the function names
 of ``cuda.bindings.driver``. This module provides one whose "device" is host memory and whose
-kernels run on numba-cuda's simulator, so the real server code (launch plans and their packed
+kernels run on numba-cuda's simulator, so the real server code (packed launches and their
 parameter blocks, streams and events, memory pool, read-back, device-count wrapper, graphs,
 interop, fault handling) runs end to end in CI.
 
@@ -35,7 +35,7 @@ import threading
 import numpy as np
 from cuda.bindings import driver as _real
 
-from numba_cube.backends.cuda.launch_plan import ArgLayout, CompiledKernel, flat_leaves, scalar_format
+from numba_cube.backends.cuda.packed_launch import ArgLayout, CompiledKernel, flat_leaves, scalar_format
 from numba_cube.backends.cuda.compiler import arg_kinds
 from numba_cube.backends.cuda.simulator import _SIMULATOR_LOCK, _isolated, uses_grid_sync
 from numba_cube.runtime.composite import RecordRef, TupleArg, TypedScalar
@@ -101,7 +101,7 @@ class _Function:
 
         self.fake = FakeCUDAKernel(_isolated(py_func, {}), device=False, fastmath=False)
         self.kinds = arg_kinds(args)
-        # Per flattened parameter (tuples are their items, a record a pointer: launch_plan.py);
+        # Per flattened parameter (tuples are their items, a record a pointer: packed_launch.py);
         # ``template`` is what puts the decoded parameters back into tuples, records, enums.
         self.template = args
         self.dtypes = [a.binding.dtype if type(a) is RecordRef else getattr(a, "dtype", None)
@@ -634,16 +634,16 @@ class DLPackArray:
 
 
 def register_fake_cuda(name: str = "fakecuda", devices: int = 2) -> FakeApi:
-    """Register backend ``name`` whose devices are ``CudaServer``s over one ``FakeApi``."""
+    """Register backend ``name`` whose devices are CUDA servers (``make_gpu_server``) over one ``FakeApi``."""
     from numba_cube.backends.cuda.driver import Driver
-    from numba_cube.backends.cuda.server import CudaServer
+    from numba_cube.backends.cuda.server import make_gpu_server
     from numba_cube.runtime.registry import register_backend
 
     api = FakeApi(devices)
     driver = Driver(api)
 
     def factory(index):
-        return CudaServer(index, driver=driver, compiler=FakeCompiler(api), name=name)
+        return make_gpu_server(index, name, driver=driver, compiler=FakeCompiler(api))
 
     register_backend(name, factory, source="tests/cuda fake driver")
     return api

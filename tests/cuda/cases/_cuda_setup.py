@@ -4,7 +4,7 @@
 
 - ``"gpu"``: ``cube.client("cuda")`` on a real GPU;
 - ``"sim"``: ``cube.client("cuda")`` under numba-cuda's simulator (``NUMBA_ENABLE_CUDASIM=1``);
-- ``"fake"``: the GPU path (``CudaServer``) over the fake driver of ``_cuda_fake.py``
+- ``"fake"``: the GPU path (``CudaMechanism``) over the fake driver of ``_cuda_fake.py``
   (``NUMBA_CUBE_TEST_CUDA_DEVICE=fakecuda``).
 
 A test that pins a contract of one mechanism only skips itself on the others, with the reason.

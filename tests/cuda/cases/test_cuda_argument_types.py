@@ -1,5 +1,5 @@
 """Every argument type numba.cuda takes, on the CUDA backend: tuples, namedtuples, records, enum
-members, dates (``runtime/composite.py``, packed by ``backends/cuda/launch_plan.py``).
+members, dates (``runtime/composite.py``, packed by ``backends/cuda/packed_launch.py``).
 
 Each result is checked against NumPy (or the kernel's own Python function run on NumPy data).
 Under the fake driver the parameters cross a real parameter block (flattened as numba-cuda's
@@ -103,8 +103,8 @@ def test_tuple_of_handle_and_nested_scalars(client):
 
 
 def test_tuple_scalars_change_between_launches(client):
-    """The numbers inside a tuple are this launch's, not the first launch's (the plan is reused,
-    its numbers are packed per launch)."""
+    """The numbers inside a tuple are this launch's, not the first launch's (the bound launch is
+    reused, its numbers are packed per launch)."""
     x = np.arange(32.0)
     hx = client.create(x)
     out = client.empty(32, np.float64)
@@ -204,7 +204,7 @@ def test_tuple_is_flattened_into_separate_parameters():
     """A tuple (array, (float64, int64)) is laid out as numba-cuda passes it: the array's
     5 + 2 * ndim parameters, then one parameter per number, nine in all."""
     from numba_cube.backends.cuda.compiler import arg_kinds
-    from numba_cube.backends.cuda.launch_plan import ArgLayout
+    from numba_cube.backends.cuda.packed_launch import ArgLayout
     from numba_cube.runtime.composite import TupleArg
     from numba_cube.runtime.handle import Binding
 
@@ -225,7 +225,7 @@ def test_flattening_matches_numba():
 
     import numba
 
-    from numba_cube.backends.cuda.launch_plan import flat_leaves
+    from numba_cube.backends.cuda.packed_launch import flat_leaves
     from numba_cube.runtime.composite import TupleArg, TypedScalar
 
     class NoExtensions:

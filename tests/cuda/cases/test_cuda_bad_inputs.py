@@ -1,8 +1,9 @@
 """Bad inputs, buffer-less failures and scalar types on the CUDA backend: the twin of
 ``tests/runtime/test_bad_inputs.py``, ``test_lost_failures.py`` and ``test_arg_types.py``, as far
-as they apply. The CUDA servers (the simulator's ``HostServer``, the GPU path's ``CudaServer``)
-share the runtime's launch policy: the same typed errors on the issuing thread, the same launch
-limits as failures on the write set, the same reports of failures no buffer carries."""
+as they apply. The CUDA servers (the simulator's and the GPU path's: both the policy server
+``DeviceServer``) share the runtime's launch policy: the same typed errors on the issuing thread,
+the same launch limits as failures on the write set, the same reports of failures no buffer
+carries."""
 
 from __future__ import annotations
 

@@ -114,14 +114,14 @@ def test_start_capture_needs_graph_prepare():
 
     c = cube.client(f"{DEVICE}:0", fastmath=False)   # same server as `client`: already prepared?
     server = c.server
-    prepared = server.prepared
-    server.prepared = False
+    prepared = server.graph_prepared
+    server.graph_prepared = False
     try:
         with cube.stream():
             with pytest.raises(CaptureError, match="graph_prepare"):
                 c.start_capture()
     finally:
-        server.prepared = prepared
+        server.graph_prepared = prepared
 
 
 def test_failed_input_at_replay_propagates(client):
@@ -163,16 +163,16 @@ def test_dynamic_count_in_a_graph(client):
     graph.replay()
     np.testing.assert_array_equal(client.read(out), np.arange(1, 65.0))
     server = client.server
-    server.dynamic_mode = "readback"
-    server._launch_plans.clear()
+    server.mechanism.dynamic.mode = "readback"
+    server.channel.call(server.forget_bound_launches)
     try:
         client.start_capture()
         client.launch(fill_index, cube.CubeCount.dynamic(count), TPB, out)
         with pytest.raises(CaptureError, match="dynamic count"):
             client.stop_capture()
     finally:
-        server.dynamic_mode = "auto"
-        server._launch_plans.clear()
+        server.mechanism.dynamic.mode = "auto"
+        server.channel.call(server.forget_bound_launches)
 
 
 def test_replay_after_a_buffer_was_freed_is_refused(client):

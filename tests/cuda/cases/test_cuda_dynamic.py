@@ -73,23 +73,22 @@ def refuse(x, out):
 @pytest.fixture(params=["auto", "readback"])
 def mode(request, client, kind):
     """The server's dynamic-count mechanism for one test (GPU path only; the simulator's
-    HostServer resolves counts on the host)."""
+    policy server resolves counts on the host)."""
     if kind == "sim":
         if request.param != "auto":
             pytest.skip("the simulator has one mechanism")
         yield "host"
         return
     server = client.server
-    saved = server.dynamic_mode
-    server.dynamic_mode = request.param
-    server._launch_plans.clear()
-    server._plans_by_memory.clear()
+    dynamic = server.mechanism.dynamic
+    saved = dynamic.mode
+    dynamic.mode = request.param
+    server.channel.call(server.forget_bound_launches)
     try:
         yield request.param
     finally:
-        server.dynamic_mode = saved
-        server._launch_plans.clear()
-        server._plans_by_memory.clear()
+        dynamic.mode = saved
+        server.channel.call(server.forget_bound_launches)
 
 
 def test_count_written_by_earlier_device_work(client, mode):
@@ -163,26 +162,27 @@ def test_device_count_form_is_used_where_eligible(client):
     (no read-back); a kernel the rewrite cannot follow falls back to the read-back and is
     still correct."""
     server = client.server
-    assert server.dynamic_mode == "auto"
+    assert server.mechanism.dynamic.mode == "auto"
     count = client.create(np.array([2, 1, 1], np.uint32))
     out = client.create(np.zeros(64))
     client.launch(fill_index, cube.CubeCount.dynamic(count), TPB, out)
     np.testing.assert_array_equal(client.read(out), np.arange(1, 65.0))
-    plans = [p for p in server._launch_plans.values() if p.launch is not None
-             and p.launch.kernel.name == "fill_index" and p.readback]
-    assert plans and all(p.device_count is not None for p in plans)
+    bound = [b for b in server.channel.call(server.bound_launches) if b.packed is not None
+             and b.packed.kernel.name == "fill_index" and b.readback]
+    assert bound and all(b.device_count is not None for b in bound)
     out2 = client.create(np.zeros(64))
     client.launch(aliased, cube.CubeCount.dynamic(count), TPB, out2)
     np.testing.assert_array_equal(client.read(out2), np.full(64, 3.0))
-    assert isinstance(server._wrappers[aliased.id], dynamic.Ineligible)
+    assert isinstance(server.mechanism.dynamic.wrapper_of(aliased), dynamic.Ineligible)
 
 
 def test_count_beyond_the_limits_is_a_failure_when_read_back(client, kind):
     """A count above CUDA's grid limits cannot be dispatched: with the read-back (and on the
     simulator) it is a failure on the write set."""
+    server = client.server
     if kind != "sim":
-        client.server.dynamic_mode = "readback"
-        client.server._launch_plans.clear()
+        server.mechanism.dynamic.mode = "readback"
+        server.channel.call(server.forget_bound_launches)
     try:
         count = client.create(np.array([1, 70000, 1], np.uint32))
         out = client.create(np.zeros(8))
@@ -192,5 +192,5 @@ def test_count_beyond_the_limits_is_a_failure_when_read_back(client, kind):
         assert isinstance(info.value.root, ValueError)
     finally:
         if kind != "sim":
-            client.server.dynamic_mode = "auto"
-            client.server._launch_plans.clear()
+            server.mechanism.dynamic.mode = "auto"
+            server.channel.call(server.forget_bound_launches)

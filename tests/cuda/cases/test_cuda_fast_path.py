@@ -5,7 +5,7 @@ holds for a launch that repeats an armed one (failures on inputs, capture window
 observers, profiles, cross-stream ordering, frees). Each test arms a launch first (two identical
 launches), then changes one thing and checks the contract. ``stats["warm"]`` counts the launches
 that took the warm path, so a test can also say which path it exercised; that counter exists on
-the GPU path only (``CudaServer``), the simulator's backend has no warm path and the contracts
+the GPU path only (``CudaMechanism``), the simulator's backend has no warm path and the contracts
 are checked there all the same.
 """
 
@@ -225,10 +225,10 @@ def test_a_scalar_out_of_range_is_refused_as_on_the_general_path(client):
     np.testing.assert_array_equal(client.read(x), np.full(N, 3.0))
 
 
-@only("fake", "gpu", why="the warm path and its bookkeeping are CudaServer's")
+@only("fake", "gpu", why="the warm path and its bookkeeping are the CUDA mechanism's")
 def test_a_loop_that_creates_and_frees_handles_reaches_a_steady_state(client):
     """Launch loops over fresh handles (each arms a new entry and frees the last) keep the armed
-    entries, plans, hazard and ledger state bounded (freed buffers take their entries along),
+    entries, bound launches, hazard and ledger state bounded (freed buffers take their entries along),
     and on a GPU the memory pool holds no more after 10,000 iterations than after the warm-up.
     (The fake device runs nothing until the host waits, so there freed memory stays quarantined
     until the sync: only the bookkeeping is checked.)"""
@@ -237,7 +237,8 @@ def test_a_loop_that_creates_and_frees_handles_reaches_a_steady_state(client):
     iterations = 10_000 if KIND == "gpu" else 200
 
     def state():
-        return (sum(map(len, server._hot.values())), len(server._launch_plans), len(server.hazards),
+        sizes = server.cache_sizes()
+        return (sizes["warm_launches"], sizes["bound_launches"], len(server.hazards),
                 len(server.ledger))
 
     for _ in range(50):
@@ -282,7 +283,7 @@ def test_a_warm_launch_after_another_context_was_made_current(client, second_cli
     x = client.create(np.zeros(N))
     arm(client, add_scalar, x, 1.0)
     before = warm_count(client)
-    second_client.server.activate()           # cuda:1's context current on this thread
+    second_client.server.mechanism.activate()   # cuda:1's context current on this thread
     client.launch(add_scalar, 1, TPB, x, 1.0)
     assert warm_count(client) == before + 1
     np.testing.assert_array_equal(client.read(x), np.full(N, 3.0))

@@ -1,4 +1,4 @@
-"""Mechanisms of the GPU path (``CudaServer``) that the contract tests do not see directly:
+"""Mechanisms of the GPU path (``CudaMechanism`` under the policy server) that the contract tests do not see directly:
 event and stream pools, memory quarantine on device events, context activation, the export
 stream of ``__cuda_array_interface__``, ordering with a foreign library's stream.
 
@@ -78,7 +78,7 @@ def test_memory_in_use_on_the_device_is_quarantined(client):
     before = server.pool.quarantined
     del src
     gc.collect()
-    server.channel.call(lambda: server._drain_frees())
+    server.channel.call(server.drain_frees)
     assert server.pool.quarantined == before + 1
     np.testing.assert_array_equal(client.read(out), np.full(64, 3.0))   # the device ran: done
     server.channel.call(server.pool.sweep)
@@ -139,16 +139,21 @@ def test_foreign_stream_waits_for_our_launch(client, fake_api):
 
 
 @only("fake", "gpu")
-def test_plans_are_dropped_with_their_buffers(client):
-    """A launch plan holds device pointers of the buffers it binds: it is dropped when one of them
-    is freed, so a new buffer at the same address never runs through a stale plan."""
+def test_bound_launches_are_dropped_with_their_buffers(client):
+    """A bound launch holds device pointers of the buffers it binds: it is dropped when one of
+    them is freed, so a new buffer at the same address never runs through a stale one."""
     server = client.server
+
+    def binding(mid):
+        return [b for b in server.channel.call(server.bound_launches)
+                if mid in b.read_mems | b.write_mems]
+
     x = client.create(np.zeros(32))
     client.launch(bump, 1, TPB, x)
     mid = x.memory_id
-    assert any(mid in keys for keys in [set(server._plans_by_memory)])
+    assert binding(mid)
     del x
     gc.collect()
     client.sync()
-    assert mid not in server._plans_by_memory
-    assert mid not in server._ptrs
+    assert not binding(mid)
+    assert mid not in server.memory

@@ -76,7 +76,7 @@ def test_fastmath_of_a_wrapped_dispatcher_reaches_numba_cuda(client):
         out = client.empty(64, np.float32)
         client.launch(k, 2, 32, hx, hy, out)
         np.testing.assert_allclose(client.read(out), x / y, rtol=1e-6)
-        entries = [e for key, e in client.server.compile_cache.items() if key[0] == k.id]
+        entries = [e for key, e in client.server.mechanism.entries.compile_cache.items() if key[0] == k.id]
         ptx[name] = "\n".join(e.compiled.source.inspect_asm(cc) for e in entries)
     assert "div.approx" in ptx["fast"] or "div.full" in ptx["fast"]
     assert "div.rn.f32" in ptx["ieee"]

@@ -56,7 +56,7 @@ def scale_2d(m, factor, out):
 
 @cube.kernel
 def mixed_scalars(i32, f32, flag, z, out):
-    # Scalars of several C types in one argument block (their packing is the launch plan's).
+    # Scalars of several C types in one argument block (their packing is the packed launch's).
     if cuda.grid(1) == 0:
         out[0] = i32
         out[1] = f32
@@ -120,7 +120,7 @@ def test_views_bind_their_own_bytes(client):
     np.testing.assert_allclose(client.read(out[32:40]), expect[32:40])
 
 
-def test_repeated_launches_reuse_the_plan(client):
+def test_repeated_launches_reuse_the_bound_launch(client):
     """Warm launches of the same kernel on the same buffers compile nothing; new scalar values
     still reach the kernel each time."""
     n = 32

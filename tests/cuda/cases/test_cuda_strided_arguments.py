@@ -3,7 +3,7 @@ foreign arrays with any strides (stride 0 and negative ones included), on the si
 fake driver and a GPU.
 
 The kernel must see exactly the elements NumPy's same view holds: on the GPU path the binding's
-strides are packed into the kernel's array struct (``launch_plan.ParamBlock.pack_array``), which
+strides are packed into the kernel's array struct (``packed_launch.ParamBlock.pack_array``), which
 the fake driver decodes and runs the kernel over; host copies (create, read, write) move the
 bytes of the view's layout. Expectations are NumPy's.
 """
@@ -219,7 +219,7 @@ def test_eager_launch_with_f_host_arrays(client):
 def test_pack_array_writes_the_binding_strides():
     """The parameter block of an array carries the strides it is given (numba-cuda's layout:
     meminfo, parent, nitems, itemsize, data, shape..., strides...), C ones when given None."""
-    from numba_cube.backends.cuda.launch_plan import ArgLayout, ParamBlock
+    from numba_cube.backends.cuda.packed_launch import ArgLayout, ParamBlock
 
     layout = ArgLayout((("array", 2, 8), ("array", 2, 8)))
     block = ParamBlock(layout)

@@ -1,4 +1,4 @@
-"""Launch plans: a kernel's argument block packed once, a launch reduced to one driver call.
+"""Packed launches: a kernel's argument block packed once, a launch reduced to one driver call.
 
 numba-cuda spends ~24 us of host time per launch of a 3-array kernel above the raw driver launch:
 typing the arguments, flattening each array into ctypes values, building a launch config. All of
@@ -12,18 +12,18 @@ launch to launch. So:
       meminfo (0), parent (0), nitems, itemsize, data pointer, shape[0..ndim), strides[0..ndim)
 
   and a scalar as one parameter of its C type (a complex as two: real, imaginary).
-- ``ParamBlock`` (per plan) is that byte block plus the ``void*[]`` of the addresses of its
+- ``ParamBlock`` (per packed launch) is that byte block plus the ``void*[]`` of the addresses of its
   parameters, which is what ``cuLaunchKernel`` takes as ``kernelParams`` (passed as an int: the
   bindings' fast path, no conversion per launch).
-- ``LaunchPlan`` (per kernel, *bound buffers* and geometry) has the buffers' pointers, shapes and
+- ``PackedLaunch`` (per kernel, *bound buffers* and geometry) has the buffers' pointers, shapes and
   strides (a binding's own: F-ordered, strided and broadcast views keep theirs) packed once, when
   it is made. Per launch it only packs the scalar arguments (their values
   change) and calls ``cuLaunchKernel``. The driver copies the parameters during the call, so one
-  block serves every launch of the plan (all launches of a server happen under its lock).
+  block serves every launch of the packed launch (all launches of a server happen under its lock).
 
-A plan is also the *artifact* of a recorded dispatch (``dispatch.Recorded``): ``plan(count, dim,
-(stream, args))`` launches it on ``stream``; graph capture replays recordings that way onto the
-capture stream.
+A packed launch is also the *artifact* of a recorded dispatch (``dispatch.Recorded``):
+``packed(count, dim, (stream, args))`` launches it on ``stream``; graph capture replays recordings
+that way onto the capture stream.
 
 A launch the driver refuses (too many threads per block, too much shared memory, a grid above the
 limits) raises ``CudaError`` from the call, with the geometry and the kernel's limits in the
@@ -39,7 +39,7 @@ import numpy as np
 
 from ...runtime.composite import COMPOSITE_TYPES
 
-__all__ = ["ArgLayout", "ParamBlock", "LaunchPlan", "CompiledKernel", "scalar_format", "flat_leaves"]
+__all__ = ["ArgLayout", "ParamBlock", "PackedLaunch", "CompiledKernel", "scalar_format", "flat_leaves"]
 
 _INT_FORMATS = {1: "b", 2: "h", 4: "i", 8: "q"}
 
@@ -180,7 +180,7 @@ class CompiledKernel:
             cooperative = bool(getattr(source, "cooperative", False))
         self.cooperative = cooperative
         #: dynamic shared memory (bytes per cube) this function is known to accept: its
-        #: CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES once read or raised (``LaunchPlan``)
+        #: CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES once read or raised (``PackedLaunch``)
         self.dynamic_opt_in = 0
         #: a debug kernel's exception flag (``kernel_exceptions.KernelExceptions``), else None
         self.exceptions = None
@@ -188,8 +188,8 @@ class CompiledKernel:
 
 def cooperative_launcher(api):
     """A callable with ``cuLaunchKernel``'s parameters that makes a cooperative launch
-    (``cuLaunchCooperativeKernel`` takes no ``extra``), so every caller of a plan's launch, the
-    warm path included, launches a grid-synchronizing kernel the way it must be launched."""
+    (``cuLaunchCooperativeKernel`` takes no ``extra``), so every caller of a packed launch, the warm
+    path included, launches a grid-synchronizing kernel the way it must be launched."""
     launch = api.cuLaunchCooperativeKernel
 
     def launch_cooperative(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
@@ -197,7 +197,7 @@ def cooperative_launcher(api):
     return launch_cooperative
 
 
-class LaunchPlan:
+class PackedLaunch:
     """A kernel with its buffers bound and packed: per launch, scalars and one driver call."""
 
     __slots__ = ("kernel", "block", "scalars", "pack", "_flatten", "cu_launch", "success", "_driver",
@@ -292,7 +292,7 @@ class LaunchPlan:
         static shared memory) a function accepts it as loaded; above, the driver refuses the
         launch unless CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES was raised first (what
         numba-cuda leaves to its user). Raised to what is asked, never lowered: the attribute
-        belongs to the function, which every plan of the kernel shares."""
+        belongs to the function, which every packed launch of the kernel shares."""
         k = self.kernel
         name = "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES"
         accepted = self._driver.function_attribute(name, k.function)

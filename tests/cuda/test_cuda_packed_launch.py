@@ -1,4 +1,4 @@
-"""The launch plan's parameter layout is numba-cuda's (``launch_plan.py``).
+"""The packed launch's parameter layout is numba-cuda's (``packed_launch.py``).
 
 numba_cube packs kernel arguments itself instead of going through numba-cuda's launch path, so
 its layout must be exactly the flattened parameter list numba-cuda compiles a kernel for. That
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from numba_cube.backends.cuda.compiler import arg_kinds, numba_types
-from numba_cube.backends.cuda.launch_plan import ArgLayout, ParamBlock, scalar_format
+from numba_cube.backends.cuda.packed_launch import ArgLayout, ParamBlock, scalar_format
 from numba_cube.runtime.handle import Binding
 
 pytest.importorskip("numba_cuda")
