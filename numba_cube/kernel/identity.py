@@ -1,7 +1,7 @@
 """Kernel identity: one SHA-256 over everything that decides a kernel's compiled code.
 
 Every cache of numba_cube is keyed by the kernel id (the CPU backend's translated programs, the
-servers' compile caches and launch plans, the CUDA warm path, autotune), so two kernels may share
+servers' compile caches and bound launches, the CUDA warm path, autotune), so two kernels may share
 an id only when they compile to the same code. ``fingerprint(py_func, options)`` covers:
 
 - the function itself: name, module, source text (when there is one) and the code object's

@@ -13,7 +13,7 @@ way that decides the compiled code:
   Python type (the enum's value type, the date's unit): ``TypedScalar``.
 
 Every composite carries two keys: ``key`` (its structure, its bindings and the *types* of its
-numbers, never their values) names it in launch-plan caches, which also hold the buffers bound;
+numbers, never their values) names it in bound-launch caches, which also hold the buffers bound;
 ``type_key`` (structure and types only) names the code compiled for it. Their numbers change from
 launch to launch and are filled in per launch, as top-level scalars are: ``materialize`` gives a
 host backend the value it passes to the kernel, ``leaves`` the flat parameters a device backend

@@ -26,8 +26,9 @@ at a call that waits for the device:
 - whatever is still unreported when the interpreter exits is reported then.
 
 ``LaunchRouting`` (mixed into the policy server) is the server's side: which of the two a
-launch's dispatch reports to (``reporter``, which the mechanism asks when it makes a dispatch), the body of a launch that cannot run at all
-(``_refused_run``), and a skipped launch's report to the dry runs that skipped it (``_skip``).
+launch's dispatch reports to (``reporter``, which the mechanism asks when it makes a dispatch),
+the body of a launch that cannot run at all (``_refused_run``), and a skipped launch's report to
+the dry runs that skipped it (``_skip``).
 
 An entry leaves the log only when its warning was issued; if issuing raises (``-W error``), the
 entries not yet reported stay for the next call. The log is bounded: past ``MAX_KEPT`` entries it

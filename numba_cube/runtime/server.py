@@ -14,15 +14,17 @@ outcomes go (``outcomes.py``).
 
 A launch, in the order of CONTRACT.md section 1.2:
 
-1. the *bound launch* of the request (``bound_launch``): the mechanism's key, cached here and
-   dropped when a buffer it binds is freed; on a miss the mechanism compiles or reuses (a compile
-   failure is remembered with the compiled entry) and works out the read and write sets;
-2. a SKIP launch (dry run) ends after it: nothing claimed, no dependency, no memory touched;
-3. dependencies from the hazard tracker, then a task that opens the execute scope when it runs.
-   A compile failure, or a geometry beyond CUDA's launch limits (``geometry.py``; what the CUDA
-   driver refuses is refused on every backend), becomes a task that goes through
-   ``failed_writing`` *in stream order*, so that earlier work on the same buffers cannot
-   overwrite it, while ``check`` already knows about it (``Task.failure_hint``).
+1. cache key: the *bound launch* of the request (``bound_launch``) is cached here under the
+   mechanism's key and dropped when a buffer it binds is freed; on its miss the mechanism looks
+   up its compile cache (kernel id, argument types, alignment, what the backend bakes in);
+2. compile or reuse (the mechanism); a compile failure is remembered with the compiled entry;
+3. a SKIP launch (dry run) ends here: nothing claimed, no dependency, no memory touched;
+4. read and write sets (the bound launch's), dependencies from the hazard tracker, then a task
+   that opens the execute scope when it runs. A compile failure, or a geometry beyond CUDA's
+   launch limits (``geometry.py``; what the CUDA driver refuses is refused on every backend),
+   becomes a task that goes through ``failed_writing`` *in stream order*, so that earlier work
+   on the same buffers cannot overwrite it, while ``check`` already knows about it
+   (``Task.failure_hint``).
 
 A failure no buffer can carry (the launch writes none) goes to the launch's own outcome when its
 caller waits for it, else to the device's log of unrecorded failures (``outcomes.py``): the
@@ -161,7 +163,7 @@ class DeviceServer(MemoryTable, CaptureOps, LaunchRouting):
 
     # -- launch -------------------------------------------------------------------------------------------
     def op_launch(self, req: LaunchRequest, blocking: bool = False):
-        """Steps 1-3 of CONTRACT.md 1.2, for every backend: the one copy of the launch policy.
+        """Steps 1-4 of CONTRACT.md 1.2, for every backend: the one copy of the launch policy.
         With ``blocking`` (a profiled launch, or a caller that waits for its outcome) the task is
         returned so the caller can wait for it. What differs between backends is mechanism, behind
         the ``DeviceMechanism`` hooks called here."""

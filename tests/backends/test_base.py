@@ -1,4 +1,4 @@
-"""The declared mechanism interface (``backends/base.py``): what the policy server asks of a backend.
+"""The declared mechanism interface (``backends/base.py``): what the policy server asks a backend.
 
 ``DeviceMechanism`` is the interface a device backend implements instead of subclassing a server.
 These tests pin it two ways: a minimal backend written here against the interface alone (host

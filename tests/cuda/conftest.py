@@ -7,7 +7,7 @@ in the process that collects them, so the same files serve three ways (see
 - on a machine with a GPU: for real (the main session collects them);
 - under numba-cuda's simulator (``NUMBA_ENABLE_CUDASIM=1``): how CI runs them without a GPU;
 - against the fake driver (``NUMBA_CUBE_TEST_CUDA_DEVICE=fakecuda``): the GPU path's own code
-  (launch plans, events, graphs, ...) on host memory.
+  (packed launches, events, graphs, ...) on host memory.
 
 The main test session sets neither variable, so without a GPU it does not collect ``cases/``:
 ``test_simulator_suite.py`` runs them in subprocesses with the variables set instead (the

@@ -112,7 +112,7 @@ def test_enum_members_are_typed_by_numba(client):
 
 
 def test_dates_are_typed_by_their_unit(client):
-    """datetime64/timedelta64 keep their unit: two units are two types, two plan keys."""
+    """datetime64/timedelta64 keep their unit: two units are two types, two signature keys."""
     (day, _) = _bind(client, one, np.datetime64(3, "D"), client.empty(1))
     (sec, _) = _bind(client, one, np.datetime64(3, "s"), client.empty(1))
     assert day.numba_type() == numba.typeof(np.datetime64(3, "D"))
@@ -120,7 +120,7 @@ def test_dates_are_typed_by_their_unit(client):
 
 
 def test_tuple_key_covers_element_types_not_values(client):
-    """Two tuples of the same types share a plan key; other element types do not."""
+    """Two tuples of the same types share a signature key; other element types do not."""
     h = client.empty(4)
     (a, _) = _bind(client, one, (h, 1.0), client.empty(1))
     (b, _) = _bind(client, one, (h, 2.0), client.empty(1))
@@ -174,7 +174,7 @@ def test_record_argument_binds_by_reference(client):
 
 
 def test_tuple_scalars_are_this_launchs(client):
-    """Numbers inside a tuple change between launches of one plan: each result is NumPy's."""
+    """Numbers inside a tuple change between launches of one bound launch: each result is NumPy's."""
     x = np.arange(16.0)
     hx, out = client.create(x), client.empty(16)
     for s in (2.0, -0.5, 3.0):
@@ -198,7 +198,7 @@ def test_tuple_element_types_decide_the_code(client):
 
 def test_dates_of_two_units_are_two_kernels(client):
     """The same kernel launched with a datetime64[D] and then a datetime64[s] adds one day in
-    each unit, as NumPy does (no plan of the first unit is reused for the second)."""
+    each unit, as NumPy does (no bound launch of the first unit is reused for the second)."""
     for unit in ("D", "s"):
         d = np.datetime64(100, unit)
         out = client.empty(1, f"datetime64[{unit}]")

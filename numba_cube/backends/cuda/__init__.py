@@ -2,13 +2,14 @@
 
 Two mechanisms answer to the backend name ``cuda``:
 
-- on a machine with a GPU, ``CudaServer`` (``server.py``): numba-cuda compiles, the launch goes
-  straight to ``cuLaunchKernel`` through a cached launch plan (``packed_launch.py``), on CUDA
+- on a machine with a GPU, the runtime's ``DeviceServer`` over a ``CudaMechanism``
+  (``server.py``, ``mechanism.py``): numba-cuda compiles, the launch goes straight to
+  ``cuLaunchKernel`` through a cached packed launch (``packed_launch.py``), on CUDA
   streams mapped from numba_cube's stream ids, ordered by events (``streams.py``), with pooled
   device memory (``memory.py``), CUDA graphs (``graphs.py``), dynamic counts (``dynamic.py``)
   and ``__cuda_array_interface__`` interop (``interop.py``);
 - under numba-cuda's simulator (``NUMBA_ENABLE_CUDASIM=1``, how CI runs without a GPU), the
-  ``SimulatorBackend`` (``simulator.py``) under the runtime's ``HostServer``.
+  ``SimulatorBackend`` (``simulator.py``) under the runtime's ``DeviceServer``.
 
 This module is the backend's plugin: it registers ``cuda`` through the same hook as third-party
 backends. Importing it is cheap and never fails for want of numba-cuda or a driver: the

@@ -23,7 +23,7 @@ from ...runtime.handle import Binding
 from ...runtime.layout import from_extent, host_staging
 from ...runtime.ledger import Failure
 from .driver import CudaError
-from .streams import CudaTask
+from .tasks import CudaTask
 
 __all__ = ["DeviceCopies"]
 

@@ -23,7 +23,7 @@ geometry, dynamic shared memory size, options and stream *fires* it:
    streams to wait for, and the stream waits for them on the device (``CudaStreams.wait_for``);
 4. the scalars are packed into the packed launch's parameter block and the kernel is launched. No
    event is recorded: the launch's ``WarmTask`` gets one only when somebody must wait for it
-   (``streams.WarmTask``), which a loop of launches on one stream never needs. The current
+   (``tasks.WarmTask``), which a loop of launches on one stream never needs. The current
    context is not checked first either (see the comment at the launch).
 
 Measured (``benchmarks/bench_cuda.py``, H200): 6.8-7.3 us per warm launch, of which ~2.7 us
@@ -59,7 +59,7 @@ import numpy as np
 
 from ...runtime.handle import Handle
 from ...runtime.ledger import failed_writing
-from .streams import WarmTask
+from .tasks import WarmTask
 
 __all__ = ["WarmLaunch", "WarmPath"]
 

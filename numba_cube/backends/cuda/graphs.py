@@ -33,7 +33,7 @@ from ...runtime.capture import Graph
 from ...runtime.dispatch import Recorded, run_recorded
 from ...runtime.ledger import ExecuteScope
 from .driver import CudaError
-from .streams import CudaTask
+from .tasks import CudaTask
 
 __all__ = ["CudaGraph"]
 

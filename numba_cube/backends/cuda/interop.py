@@ -53,7 +53,7 @@ from .dlpack import parse_dlpack
 from .driver import CudaError
 from .foreign_array import ForeignArray
 from .memory import DeviceMemory
-from .streams import CudaTask
+from .tasks import CudaTask
 
 __all__ = ["ForeignArray", "parse_cai", "BorrowedEntry", "BorrowedTable", "export_cai", "CudaInterop"]
 

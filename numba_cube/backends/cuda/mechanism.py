@@ -51,7 +51,8 @@ from .interop import CudaInterop
 from .kernel_entries import KernelEntries
 from .memory import DeviceAllocator, PinnedPool
 from .packed_launch import PackedLaunch
-from .streams import CudaStreams, CudaTask
+from .streams import CudaStreams
+from .tasks import CudaTask
 
 __all__ = ["CudaMechanism", "CudaBoundLaunch"]
 

@@ -1,10 +1,10 @@
 """The CUDA executor: stream work enqueued on the issuing thread, ordered by events.
 
-The runtime's ``HostServer`` hands each task to an executor (``enqueue(task, deps)``). On the CPU
-that executor queues it for a worker thread. On a GPU the work is itself asynchronous (a launch
-is an enqueue into a CUDA stream that costs a few microseconds), and a thread hop would cost more
-than the launch, so ``CudaStreams`` runs the task *immediately*, on the issuing thread, under the
-device's lock (the server's channel is an ``InlineChannel``):
+The runtime's ``DeviceServer`` hands each task (``tasks.py``) to an executor (``enqueue(task,
+deps)``). On the CPU that executor queues it for a worker thread. On a GPU the work is itself
+asynchronous (a launch is an enqueue into a CUDA stream that costs a few microseconds), and a
+thread hop would cost more than the launch, so ``CudaStreams`` runs the task *immediately*, on the
+issuing thread, under the device's lock (the server's channel is an ``InlineChannel``):
 
 1. the task's stream id is mapped to a CUDA stream (one per ``StreamId``, created lazily,
    non-blocking: no implicit ordering with the legacy default stream);
@@ -40,8 +40,9 @@ from typing import Callable
 
 from ...runtime.dispatch import run_recorded
 from .driver import CudaError
+from .tasks import CudaTask, WarmTask
 
-__all__ = ["CudaTask", "WarmTask", "CudaStreams", "EventPool"]
+__all__ = ["CudaStreams", "EventPool"]
 
 log = logging.getLogger("numba_cube")
 
@@ -82,161 +83,6 @@ class _CuStream:
         self.tail = None              # the last task enqueued
         self.waited: dict = {}        # producer _CuStream -> highest seq already waited for
         self.evented = None           # the newest task of this stream that recorded an event
-
-
-class CudaTask:
-    """One unit of stream work on the GPU: what ``HostServer`` and the hazard tracker see.
-
-    It has the interface of the runtime's ``host_streams.Task`` (``run``, ``stream``, ``deps``,
-    ``label``, ``failure_hint``, ``duration``, ``task_id``, ``done``, ``wait``).
-    """
-
-    __slots__ = ("run", "rec", "stream", "deps", "label", "failure_hint", "task_id", "event", "seq",
-                 "cs", "timing", "ran", "_done", "_streams", "__weakref__")
-
-    def __init__(self, run, stream, label: str = ""):
-        self.run = run                # a callable, or None: then ``rec`` is dispatched
-        self.rec = None               # a dispatch.Recorded run through dispatch.run_recorded
-        self.stream = stream
-        self.deps: list = []
-        self.label = label
-        self.failure_hint = None
-        self.task_id = 0
-        self.event = None
-        self.seq = 0
-        self.cs = None
-        self.timing = None            # (start, end) timing events of a profiled task
-        self.ran = True               # False when the dispatch did not run (skipped, zero count)
-        self._done = False
-        self._streams = None
-
-    @property
-    def done(self) -> bool:
-        if self._done:
-            return True
-        cs = self.cs
-        if cs is None:
-            return False              # not enqueued yet
-        if self.seq <= cs.done_seq:
-            self._done = True
-            return True
-        event = self.event
-        if event is None:
-            self._done = True         # nothing was recorded (a broken device): nothing to wait for
-            return True
-        if self._streams.query(event):
-            self._done = True
-            cs.done_seq = max(cs.done_seq, self.seq)
-            return True
-        return False
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Block until the task's work is complete on the device (``cuEventSynchronize``)."""
-        if self.done:
-            return True
-        event = self.event
-        if event is not None:
-            self._streams.synchronize(event)
-        self._done = True
-        cs = self.cs
-        if cs is not None and cs.done_seq < self.seq:
-            cs.done_seq = self.seq
-        return True
-
-    @property
-    def duration(self) -> float | None:
-        """Seconds the dispatch ran on the device (profiled tasks only), once done."""
-        if self.timing is None or not self.ran or not self.done:
-            return None
-        try:
-            return self._streams.elapsed(*self.timing)
-        except CudaError:
-            return None
-
-    def __del__(self):
-        streams = self._streams
-        if streams is not None:
-            if self.event is not None:
-                streams.events.put(self.event)
-            if self.timing is not None:
-                streams.timing_events.extend(self.timing)
-
-    def __repr__(self) -> str:
-        return f"<CudaTask {self.label} on {self.stream} {'done' if self._done else 'pending'}>"
-
-
-class WarmTask:
-    """The task of a warm launch (``fast_path.py``): no event of its own until one is needed.
-
-    Recording an event after every launch costs a driver call (~0.5 us) that nobody needs in a
-    loop of launches on one stream. So a warm task is only a position in its stream (``cs``,
-    ``seq``). Its event is borrowed when somebody has to wait for it (another stream, a host
-    read, a free of its memory, ``sync``): ``CudaStreams.event_of`` then records a *marker*
-    event on the stream, after everything issued so far, and the task waits on that. The marker
-    may cover later work of the stream too, so such a wait can be longer than needed: the
-    runtime may over-synchronize, never under-synchronize.
-
-    ``done`` answers without an event when it can: from the stream's completion mark
-    (``done_seq``) or from any newer task of the stream that has an event (a stream runs in
-    order). Otherwise it says *not done*, which again only over-synchronizes.
-    """
-
-    __slots__ = ("stream", "seq", "cs", "task_id", "_done", "_mark", "_streams", "__weakref__")
-
-    # What a CudaTask carries and a warm launch never has.
-    run = None
-    rec = None
-    deps = ()
-    failure_hint = None
-    timing = None
-    ran = True
-    label = "warm-launch"
-    duration = None
-
-    def __init__(self, stream, cs, streams, task_id):
-        self.stream = stream
-        self.cs = cs
-        self._streams = streams
-        self.task_id = task_id
-        self._done = False
-        self._mark = None             # the CudaTask whose event covers this one, once needed
-
-    @property
-    def event(self):
-        mark = self._mark
-        return None if mark is None else mark.event
-
-    @property
-    def done(self) -> bool:
-        if self._done:
-            return True
-        cs = self.cs
-        if self.seq <= cs.done_seq:
-            self._done = True
-            return True
-        mark = self._mark
-        if mark is None:
-            mark = cs.evented
-            if mark is None or mark.seq < self.seq:
-                return False          # no event covers it yet: not known to be done
-        if mark.done:
-            self._done = True
-            return True
-        return False
-
-    def wait(self, timeout: float | None = None) -> bool:
-        if self.done:
-            return True
-        if self._mark is None:
-            self._streams.event_of_locked(self)
-        mark = self._mark
-        if mark is not None:
-            mark.wait()               # also moves the stream's done_seq past this task
-        self._done = True             # (no marker: the device is broken, nothing to wait for)
-        return True
-
-    def __repr__(self) -> str:
-        return f"<WarmTask #{self.seq} on {self.stream} {'done' if self._done else 'pending'}>"
 
 
 class CudaStreams:
@@ -292,7 +138,7 @@ class CudaStreams:
         (``handle``): done when ``event`` (recorded there) is (``interop.py``)."""
         cs = _CuStream(task.stream, handle)
         cs.seq = 1
-        task.cs, task.seq, task.event, task._streams = cs, 1, event, self
+        task.cs, task.seq, task.event, task.executor = cs, 1, event, self
 
     def serving(self, sid) -> _CuStream | None:
         """The CUDA stream that serves ``sid`` now, or None (never used, or recycled since):
@@ -302,16 +148,16 @@ class CudaStreams:
     def stream_ids(self) -> list:
         return list(self._streams)
 
-    # -- the executor interface used by HostServer --------------------------------------------------
+    # -- the executor interface used by DeviceServer ------------------------------------------------
     def enqueue(self, task: CudaTask, deps: list) -> None:
         """Run ``task`` now on its stream's CUDA stream, after device-side waits on ``deps``.
 
         A task with ``run`` calls it; one with only ``rec`` is a dispatch: ``run_recorded`` (the
-        execute scope around the launch plan's call), without a closure per launch."""
+        execute scope around the packed launch's call), without a closure per launch."""
         cs = task.cs
         if cs is None:
             cs = self.stream(task.stream)
-        task._streams = self
+        task.executor = self
         task.deps = deps
         handle = cs.handle
         if deps:
@@ -376,9 +222,9 @@ class CudaStreams:
         under the device lock."""
         if type(task) is not WarmTask:
             return task.event
-        mark = task._mark
+        mark = task.mark
         if mark is None:
-            if task._done:
+            if task.settled:
                 return None
             cs = task.cs
             mark = cs.evented
@@ -386,7 +232,7 @@ class CudaStreams:
                 mark = self._record_marker(cs)
                 if mark is None:
                     return None
-            task._mark = mark
+            task.mark = mark
         return mark.event
 
     def event_of_locked(self, task):
@@ -400,7 +246,7 @@ class CudaStreams:
         marker = CudaTask(None, cs.sid, "marker")
         marker.cs = cs
         marker.seq = cs.seq
-        marker._streams = self
+        marker.executor = self
         try:
             event = self.events.get()
         except CudaError as exc:
