@@ -132,7 +132,7 @@ class WarmLaunch:
         # Dynamic shared memory is part of what is matched: a launch with another size is
         # another entry (the general path armed this one after opting the function in to it).
         self.shared_bytes = shared_bytes
-        # cuLaunchKernel's arguments, all fixed for the entry (the stream is hot.cs, checked).
+        # cuLaunchKernel's arguments, all fixed for the entry (the stream is ``cs``, checked per launch).
         self.launch_args = (bound.packed.kernel.function, *grid, *block, shared_bytes, cs.handle,
                             bound.packed.block.address, 0)
         self.read_states = read_states  # hazard states of the buffers only read
@@ -168,11 +168,11 @@ class WarmPath:
         entries = self._armed.get(kernel)
         if entries is None:
             return None
-        for hot in entries:             # newest first; usually the first one matches
-            if hot.stream is stream and count == hot.count and dim == hot.dim \
-                    and hot.options == options and hot.shared_bytes == shared_bytes:
+        for armed in entries:             # newest first; usually the first one matches
+            if armed.stream is stream and count == armed.count and dim == armed.dim \
+                    and armed.options == options and armed.shared_bytes == shared_bytes:
                 try:
-                    if hot.matcher(args, hot.match):
+                    if armed.matcher(args, armed.match):
                         break
                 except (AttributeError, ValueError):    # a scalar where a handle was; arity
                     pass
@@ -191,26 +191,26 @@ class WarmPath:
                 if self._pending_frees:
                     self._drain_frees()
                 streams = self._streams
-                if self._captures or streams.serving(hot.stream) is not hot.cs:
+                if self._captures or streams.serving(armed.stream) is not armed.cs:
                     return None
                 ledger = self._ledger
-                if ledger.first_failure(hot.regions) is not None:
+                if ledger.first_failure(armed.regions) is not None:
                     return None
-                packed = hot.packed
+                packed = armed.packed
                 if packed.pack is not None:
                     try:
                         packed.pack(args)
                     except Exception:  # noqa: BLE001 - out of range: the general path says so
                         return None
-                cs = hot.cs
-                task = WarmTask(hot.stream, cs, streams, next(self._task_ids))
+                cs = armed.cs
+                task = WarmTask(armed.stream, cs, streams, next(self._task_ids))
                 hazards = self._hazards
-                if hazards.register_solo(task, hot.read_states, hot.write_states):
+                if hazards.register_solo(task, armed.read_states, armed.write_states):
                     deps = None
                 else:
                     # A buffer another stream still uses: the full walk finds what to wait for,
                     # and the stream waits for it on the device, as the general path does.
-                    deps = hazards.register(task, hot.source.read_mems, hot.source.write_mems)
+                    deps = hazards.register(task, armed.source.read_mems, armed.source.write_mems)
                 cs.seq += 1
                 task.seq = cs.seq
                 cs.tail = task
@@ -221,17 +221,17 @@ class WarmPath:
                 # library switched it on this thread) the driver refuses the launch, it is
                 # not run. Then we make ours current and launch again; a second refusal is the
                 # kernel's own (too many threads, ...).
-                err = packed.cu_launch(*hot.launch_args)[0]
+                err = packed.cu_launch(*armed.launch_args)[0]
                 if err != packed.success:
                     self._activate()
-                    err = packed.cu_launch(*hot.launch_args)[0]
+                    err = packed.cu_launch(*armed.launch_args)[0]
                 if err != packed.success:
                     # recorded as the general path records work that never started
-                    refused = packed.refused(err, hot.grid, hot.block, hot.shared_bytes)
-                    failed_writing(ledger, hot.kernel_id, hot.source.writes, refused)
+                    refused = packed.refused(err, armed.grid, armed.block, armed.shared_bytes)
+                    failed_writing(ledger, armed.kernel_id, armed.source.writes, refused)
                 # No event here: the task borrows one when somebody has to wait for it (WarmTask).
                 self._fired += 1
-                return hot.kernel_id
+                return armed.kernel_id
             finally:
                 channel.leave()
 
@@ -259,7 +259,7 @@ class WarmPath:
         read_only = tuple(m for m in bound.read_mems if m not in write_mems)
         if len(self._armed) >= 1024:          # bounded: a program generating kernels forever
             self._armed.clear()
-        hot = WarmLaunch(
+        armed = WarmLaunch(
             count, dim, req.count.as_tuple(), req.dim.as_tuple(), tuple(match), req.stream, req.options,
             cs, bound, hazards.states(read_only), hazards.states(tuple(write_mems)), req.kernel.id,
             req.shared_bytes)
@@ -267,18 +267,18 @@ class WarmPath:
         # sets of arguments (ping-pong buffers), and one entry would make both miss every time.
         # An entry for the same launch (re-armed after a general launch, e.g. past a failure)
         # replaces the old one instead of pushing another entry out.
-        same = (hot.stream, hot.count, hot.dim, hot.options, hot.match, hot.shared_bytes)
+        same = (armed.stream, armed.count, armed.dim, armed.options, armed.match, armed.shared_bytes)
         older = [e for e in self._armed.get(key, ())
                  if (e.stream, e.count, e.dim, e.options, e.match, e.shared_bytes) != same]
-        self._armed[key] = [hot] + older[:WARM_ENTRIES_PER_KERNEL - 1]
+        self._armed[key] = [armed] + older[:WARM_ENTRIES_PER_KERNEL - 1]
 
     def forget(self, memory_id) -> None:
         """A buffer was freed: drop the armed launches that bind it."""
         if not self._armed:
             return
         for key, entries in list(self._armed.items()):
-            kept = [hot for hot in entries
-                    if memory_id not in hot.source.read_mems and memory_id not in hot.source.write_mems]
+            kept = [armed for armed in entries
+                    if memory_id not in armed.source.read_mems and memory_id not in armed.source.write_mems]
             if len(kept) != len(entries):
                 if kept:
                     self._armed[key] = kept
