@@ -58,8 +58,8 @@ def program(client, bufs, n_launches, streams):
 def main():
     select_threading_layer()
     register_backend("cpu_baseline", lambda i: DeviceServer(f"cpu_baseline:{i}", CpuBackend(),
-                                                          ThreadChannel(f"cpu_baseline:{i}"),
-                                                          baseline_rule=True))
+                                                            ThreadChannel(f"cpu_baseline:{i}"),
+                                                            baseline_rule=True))
     hazard = cube.client("cpu")
     baseline = cube.client("cpu_baseline")
 

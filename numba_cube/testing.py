@@ -112,6 +112,6 @@ def register_python_backend(name: str = "pytest", *, inline: bool = False, max_t
         device = f"{name}:{index}"
         channel = InlineChannel(device) if inline else ThreadChannel(device)
         return DeviceServer(device, PythonBackend(), channel, max_tasks=max_tasks,
-                          baseline_rule=baseline_rule)
+                            baseline_rule=baseline_rule)
 
     register_backend(name, factory, source="numba_cube.testing")

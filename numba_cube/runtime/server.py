@@ -72,7 +72,8 @@ class DeviceServer(MemoryTable, CaptureOps, LaunchRouting):
         """``backend``: a ``DeviceMechanism``, or a ``HostBackend`` that the runtime's
         ``HostMechanism`` adapts (with ``max_tasks`` worker threads at most)."""
         self.device = device
-        mechanism = backend if isinstance(backend, DeviceMechanism) else HostMechanism(backend, max_tasks)
+        mechanism = (backend if isinstance(backend, DeviceMechanism)
+                     else HostMechanism(backend, max_tasks))
         self.mechanism = mechanism
         self.channel = channel
         self.ledger = Ledger()

@@ -213,4 +213,4 @@ def make_cpu_server(index: int) -> DeviceServer:
     select_threading_layer()
     device = f"cpu:{index}"
     return DeviceServer(device, CpuBackend(), ThreadChannel(device),
-                      max_tasks=config.get_int("NUMBA_CUBE_MAX_TASKS", 32, 1))
+                        max_tasks=config.get_int("NUMBA_CUBE_MAX_TASKS", 32, 1))

@@ -1,6 +1,7 @@
-"""Mechanisms of the GPU path (``CudaMechanism`` under the policy server) that the contract tests do not see directly:
-event and stream pools, memory quarantine on device events, context activation, the export
-stream of ``__cuda_array_interface__``, ordering with a foreign library's stream.
+"""Mechanisms of the GPU path (``CudaMechanism`` under the policy server) that the contract
+tests do not see directly: the server's composition, event and stream pools, memory quarantine
+on device events, context activation, the export stream of ``__cuda_array_interface__``,
+ordering with a foreign library's stream.
 
 Most run on the fake driver, which counts driver calls and runs stream work only when the host
 blocks; the ones that also hold on a GPU say so.
@@ -33,6 +34,26 @@ def copy_into(x, out):
     i = cuda.grid(1)
     if i < out.size:
         out[i] = x[i]
+
+
+@only("fake", "gpu")
+def test_the_gpu_server_is_the_policy_server_over_a_cuda_mechanism(client):
+    """The GPU path is no server of its own: ``cube.client`` hands out the runtime's
+    ``DeviceServer`` itself (not a subclass) holding a ``CudaMechanism``, whose warm path is what
+    the server offers the client (bound once: no layer in between), and a launch through it
+    computes what NumPy does."""
+    from numba_cube.backends.base import DeviceMechanism
+    from numba_cube.backends.cuda.mechanism import CudaMechanism
+    from numba_cube.runtime.server import DeviceServer
+
+    server = client.server
+    assert type(server) is DeviceServer
+    assert isinstance(server.mechanism, CudaMechanism)
+    assert isinstance(server.mechanism, DeviceMechanism)
+    assert server.fast_launch == server.mechanism.warm.fast_launch
+    x = client.create(np.arange(64.0))
+    client.launch(bump, 2, TPB, x)
+    np.testing.assert_array_equal(client.read(x), np.arange(64.0) + 1)
 
 
 @only("fake", "gpu")
