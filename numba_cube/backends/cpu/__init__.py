@@ -1,7 +1,7 @@
 """The CPU backend: numba.cuda kernels compiled by Numba's CPU compiler through loop fission.
 
 ``translate.py`` and friends turn a kernel into a generated ``njit`` module; ``server.py`` is the
-mechanism the runtime's ``HostServer`` drives. This module is the backend's plugin: it registers
+mechanism the runtime's ``DeviceServer`` drives. This module is the backend's plugin: it registers
 ``cpu`` (devices ``cpu:0``, ``cpu:1``, ... each with its own server, memory and threads), and
 says which client option the environment sets (``default_options``).
 """

@@ -289,12 +289,12 @@ class WarmPath:
         """How many launches are armed (for ``server.cache_sizes()``)."""
         return sum(map(len, self._armed.values()))
 
-    def fold_counts(self, stats) -> None:
+    def fold_counts(self, counters) -> None:
         """Add the warm launches fired since the last fold to the server's counters. Under the
         device lock: a fold racing a warm launch would lose it."""
         with self._channel.lock:
             fired, self._fired = self._fired, 0
         if fired:
-            stats["launched"] += fired
-            stats["cache_hits"] += fired
-            stats["warm"] += fired      # how many of the launches took the warm path
+            counters["launched"] += fired
+            counters["cache_hits"] += fired
+            counters["warm"] += fired   # how many of the launches took the warm path
