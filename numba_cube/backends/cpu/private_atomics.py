@@ -15,8 +15,8 @@ gives.
 - ``private_add(real, private, idx, val)`` / ``private_sub``: wrap ``idx`` against ``real``'s shape
   as Numba's indexing does; when the result lies inside ``private``, a plain update of
   ``private``; otherwise exactly today's ``atomic_add(real, idx, val)`` (so an out-of-range index
-  raises the same ``IndexError`` under ``boundscheck``, or, without it, writes where it wrote
-  before -- never into the private copy's neighbours).
+  raises the same ``IndexError`` as before -- numba's ``get_item_pointer`` checks the atomics'
+  bounds whether or not ``boundscheck`` is on -- and nothing is written next to the copy).
 - ``merge_private(real, private)``: one atomic add of each non-zero private element into ``real``.
 - ``array_bytes(x)``: ``x.nbytes`` for an array, 0 for anything else (the launch's data size).
 - ``may_alias(a, b)``: whether argument ``b`` could share memory with array ``a`` (address ranges
@@ -46,7 +46,7 @@ from numba.extending import intrinsic, overload, register_jitable
 
 from numba_cube.backends.cpu.atomics import atomic_add, element_pointer, index_ok
 
-__all__ = ["private_copy", "private_add", "private_sub", "merge_private", "array_bytes",
+__all__ = ["worth_privatizing", "private_copy", "private_add", "private_sub", "merge_private", "array_bytes",
            "may_alias", "UNITS_PER_ELEMENT", "MEMORY_FRACTION", "MAX_WORKERS"]
 
 #: a chunk privatizes only when it runs at least this many units per element of the copy
@@ -63,6 +63,16 @@ MAX_WORKERS = numba.config.NUMBA_NUM_THREADS
 # the private copy and the merge
 
 
+@register_jitable
+def worth_privatizing(size, nbytes, units_per_chunk, data_bytes, nchunks):
+    """The time and memory rules of the module docstring, for an array of ``size`` elements
+    (``nbytes`` bytes) in a chunk of ``units_per_chunk`` units of a launch of ``nchunks`` chunks
+    whose array arguments hold ``data_bytes`` bytes."""
+    workers = min(nchunks, MAX_WORKERS)
+    return (size > 0 and size * UNITS_PER_ELEMENT <= units_per_chunk
+            and nbytes * workers * MEMORY_FRACTION <= data_bytes)
+
+
 def private_copy(real, units_per_chunk, data_bytes, nchunks, alias_free):
     """Python stub; the nopython implementation is the overload below."""
     raise NotImplementedError("private_copy is only callable from nopython code")
@@ -75,12 +85,9 @@ def _private_copy(real, units_per_chunk, data_bytes, nchunks, alias_free):
     exact = isinstance(real.dtype, types.Integer)
 
     def impl(real, units_per_chunk, data_bytes, nchunks, alias_free):
-        workers = min(nchunks, MAX_WORKERS)
-        worth_it = (exact and alias_free and real.size > 0
-                    and real.size * UNITS_PER_ELEMENT <= units_per_chunk
-                    and real.nbytes * workers * MEMORY_FRACTION <= data_bytes)
         shape = real.shape
-        if not worth_it:
+        if not (exact and alias_free and worth_privatizing(
+                real.size, real.nbytes, units_per_chunk, data_bytes, nchunks)):
             # an empty first axis: no index is inside it, so every update stays atomic
             shape = tuple_setitem(shape, 0, 0)
         return np.zeros(shape, real.dtype)
