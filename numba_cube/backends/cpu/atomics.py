@@ -26,6 +26,9 @@ Two families are exported with the same semantics:
 NaN handling mirrors numba.cuda: ``max``/``min`` leave the cell alone when either the stored value
 or ``val`` is NaN; ``nanmax``/``nanmin`` ignore a NaN ``val`` and replace a NaN cell.
 
+``private_atomics`` builds the privatized global atomics (``privatize.py``) on
+``element_pointer`` and ``index_ok``.
+
 The generated modules import these by name (``from numba_cube.backends.cpu.atomics import
 atomic_add as __atomic_add``) so that Numba's on-disk cache can re-import them; changing this file
 changes the hash of every generated module (see ``codegen.SUPPORT_DIGEST``).

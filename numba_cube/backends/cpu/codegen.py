@@ -14,6 +14,9 @@ function that runs a contiguous piece of the launch, so the heavy body is compil
 Numba's parfor passes only see a one-line ``prange`` loop (which keeps compile times down; Numba
 still re-optimises the linked body in each caller). Kernels that can raise get a
 ``<name>__guard`` wrapper around the chunk in the parallel variant (``Unit._guarded_parallel``).
+Kernels with global arrays only ever added to atomically get their chunk printed as
+``<name>__body``, taking per-chunk private copies, and a ``<name>__chunk`` that makes and merges
+them (``privatize.py``).
 
 The kernel takes ``(__gdx, __gdy, __gdz, __bdx, __bdy, __bdz, *kernel_params)``, and a kernel that
 declares dynamic shared memory the launch's size in bytes after the geometry (``dynshared.py``,

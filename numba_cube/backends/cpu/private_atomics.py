@@ -55,7 +55,9 @@ UNITS_PER_ELEMENT = 16
 MEMORY_FRACTION = 16
 #: the most chunks running at once: Numba's thread pool never exceeds NUMBA_NUM_THREADS
 #: (``set_num_threads`` can only lower it). A constant, not ``numba.get_num_threads()``, which
-#: would make the generated module uncacheable (see ``codegen.CHUNKS``); it only bounds memory.
+#: would make the generated module uncacheable (see ``codegen.CHUNKS``). Numba freezes it into the
+#: cached machine code, so a later change of NUMBA_NUM_THREADS keeps the old bound until the cache
+#: is rebuilt: acceptable, as it only bounds memory, never decides a result.
 MAX_WORKERS = numba.config.NUMBA_NUM_THREADS
 
 

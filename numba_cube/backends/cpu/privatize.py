@@ -43,11 +43,15 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from numba_cube.backends.cpu.atomics import function_name
 from numba_cube.backends.cpu.lowering import Lowered
 from numba_cube.backends.cpu.unitcode import Writer
 
-#: the atomics' helper names (``cudacalls._atomic``) that privatize, and their replacements
-ADDITIVE = {"__atomic_add": "private_add", "__atomic_sub": "private_sub"}
+#: the atomics' helper names in generated code (``cudacalls._atomic``) that privatize, and the
+#: ``private_atomics`` functions that replace them. Only add and sub: inc/dec wrap at a bound (not
+#: additive), max/min/and/or/xor could be privatized with their identity but no kernel needs them
+#: yet, and exch/cas are order-dependent.
+ADDITIVE = {"__" + function_name(op, atomic=True): f"private_{op}" for op in ("add", "sub")}
 #: array attributes that are the same on the private copy
 METADATA = frozenset({"shape", "size", "ndim"})
 MODULE = "numba_cube.backends.cpu.private_atomics"
