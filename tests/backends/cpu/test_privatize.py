@@ -192,6 +192,52 @@ def test_float_adds_are_not_reassociated(variant):
     assert h[0] == expected[0] == 1e16
 
 
+@cuda.jit
+def histogram_via_dynamic_shared(x, h):
+    staged = cuda.shared.array(0, int64)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    staged[t] = x[i] if i < x.size else -1
+    cuda.syncthreads()
+    if staged[t] >= 0:
+        cuda.atomic.add(h, staged[t], 1)
+
+
+def test_dynamic_shared_memory_kernel_through_the_runtime(rng):
+    """With dynamic shared memory the chunk takes its size after the geometry: the private-copy
+    wrapper passes it on; the result is np.bincount."""
+    client = cube.client("cpu")
+    x = rng.integers(0, 16, N)
+    h = client.create(np.zeros(16, np.int64))
+    client.launch(cube.kernel(histogram_via_dynamic_shared), N // BLOCK, BLOCK,
+                  client.create(x), h, shared_bytes=BLOCK * 8)
+    np.testing.assert_array_equal(client.read(h), np.bincount(x, minlength=16))
+    assert "__priv_h" in build_program(histogram_via_dynamic_shared.py_func).source
+
+
+@cuda.jit
+def histogram_across_a_grid_sync(x, h, doubled):
+    i = cuda.grid(1)
+    if i < x.size:
+        cuda.atomic.add(h, x[i], 1)
+    cuda.cg.this_grid().sync()
+    if i < x.size:
+        doubled[i] = 2 * x[i]
+
+
+@pytest.mark.parametrize("variant", ["serial", "parallel"])
+def test_grid_sync_kernel(variant, rng):
+    """A kernel that syncs the grid (one chunk of the whole grid) with privatized atomics
+    before the sync: np.bincount, and the work after the sync done."""
+    n = 4096
+    x = rng.integers(0, 16, n)
+    h, doubled = np.zeros(16, np.int64), np.zeros(n, np.int64)
+    run(histogram_across_a_grid_sync, variant, n, x, h, doubled)
+    np.testing.assert_array_equal(h, np.bincount(x, minlength=16))
+    np.testing.assert_array_equal(doubled, 2 * x)
+    assert "__priv_h" in prog(histogram_across_a_grid_sync).source
+
+
 # ---- kernels whose arrays must not be privatized --------------------------------------------
 
 @cuda.jit
