@@ -70,7 +70,9 @@ class Privatized:
 def privatize(kernel: Lowered, env) -> Privatized | None:
     """Rewrite the qualifying parameters' atomics in ``kernel`` (in place) and append their
     private copies to ``kernel.params``; None (and nothing changed) when none qualifies."""
-    names = qualifying(kernel.body, kernel.params)
+    taken = {n.id for n in _walk(kernel.body) if isinstance(n, ast.Name)} | set(kernel.params)
+    # a user name that happens to be a copy's name keeps its array on the atomic path
+    names = [p for p in qualifying(kernel.body, kernel.params) if PREFIX + p not in taken]
     if not names:
         return None
     entry = list(kernel.params)
