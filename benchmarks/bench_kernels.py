@@ -46,7 +46,8 @@ barriers, 1 ms with them); at such sizes numba_cube's time is mostly its fixed c
 Every result, on both sides and in both sections, is checked against NumPy before anything is
 timed. Run: ``python benchmarks/bench_kernels.py [--quick]`` (``--quick``: smaller sizes, fewer
 repeats, simulator rows at a quarter of the size: a smoke test that runs in under a minute, not a
-measurement; without it about 2 minutes on 2 cores once the kernels are compiled).
+measurement; without it about 2 minutes on 2 cores once the kernels are compiled). ``--only TEXT``
+runs only the kernels whose name contains TEXT (e.g. ``--only histogram``).
 """
 
 from __future__ import annotations
@@ -609,6 +610,12 @@ CASES = [
      lambda b: b["x"].sum(), 1e-9, (1 << 24, 1 << 20, 1 << 14)),
 ]
 
+def selected():
+    """The CASES whose name contains ``--only``'s text (all of them without ``--only``)."""
+    only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else ""
+    return [case for case in CASES if only in case[0]]
+
+
 NO_SIMULATOR = {"warp-shuffle reduction": "the simulator has no shfl_*_sync"}
 
 
@@ -641,7 +648,7 @@ def section_njit(client, quick):
     info = []
     ratios = {}
     repeats = 2 if quick else 9
-    for name, make, expected, (ref_fn, ref_args, ref_out), np_fn, tol, sizes in CASES:
+    for name, make, expected, (ref_fn, ref_args, ref_out), np_fn, tol, sizes in selected():
         size = sizes[1] if quick else sizes[0]
         prog = make(size, rng)
         exp = [expected(prog.buffers)]
@@ -695,7 +702,7 @@ def section_simulator(client, quick):
     rng = np.random.default_rng(1)
     t = Table("classic kernels, small sizes: CPU backend vs numba-cuda's simulator")
     repeats = 1 if quick else 2
-    for name, make, expected, _ref, _np, tol, sizes in CASES:
+    for name, make, expected, _ref, _np, tol, sizes in selected():
         size = sizes[2]
         if quick:                                   # a quarter of the simulator's time or less
             size = tuple(max(1, d // 2) for d in size) if isinstance(size, tuple) else size // 4

@@ -26,6 +26,9 @@ Two families are exported with the same semantics:
 NaN handling mirrors numba.cuda: ``max``/``min`` leave the cell alone when either the stored value
 or ``val`` is NaN; ``nanmax``/``nanmin`` ignore a NaN ``val`` and replace a NaN cell.
 
+``private_atomics`` builds the privatized global atomics (``privatize.py``) on
+``element_pointer`` and ``index_ok``.
+
 The generated modules import these by name (``from numba_cube.backends.cpu.atomics import
 atomic_add as __atomic_add``) so that Numba's on-disk cache can re-import them; changing this file
 changes the hash of every generated module (see ``codegen.SUPPORT_DIGEST``).
@@ -44,7 +47,7 @@ __all__ = []  # filled in by _export below
 # helpers shared by all operations
 
 
-def _index_ok(arr, idx) -> bool:
+def index_ok(arr, idx) -> bool:
     """True when ``idx`` can address one element of ``arr`` (int for 1-D, else a full tuple)."""
     if isinstance(idx, types.Integer):
         return arr.ndim == 1
@@ -52,7 +55,7 @@ def _index_ok(arr, idx) -> bool:
             and all(isinstance(t, types.Integer) for t in idx.types))
 
 
-def _element_pointer(context, builder, arrty, ary, idxty, idx):
+def element_pointer(context, builder, arrty, ary, idxty, idx):
     """Pointer to ``ary[idx]`` with Numba's wraparound and (when enabled) bounds checking."""
     aryobj = context.make_array(arrty)(context, builder, ary)
     if isinstance(idxty, types.BaseTuple):
@@ -197,7 +200,7 @@ def _make_update(op: str, atomic: bool):
     make_step = _step_for(op)
 
     def typer(typingctx, ary, idx, val):
-        if not isinstance(ary, types.Array) or not ary.mutable or not _index_ok(ary, idx):
+        if not isinstance(ary, types.Array) or not ary.mutable or not index_ok(ary, idx):
             return None
         dtype = ary.dtype
         if not isinstance(dtype, (types.Integer, types.Float)):
@@ -209,7 +212,7 @@ def _make_update(op: str, atomic: bool):
 
         def codegen(context, builder, sig, args):
             arrty, idxty, valty = sig.args
-            ptr = _element_pointer(context, builder, arrty, args[0], idxty, args[1])
+            ptr = element_pointer(context, builder, arrty, args[0], idxty, args[1])
             v = context.cast(builder, args[2], valty, dtype)
             step = make_step(dtype, v)
             if not atomic:
@@ -240,7 +243,7 @@ def _make_cas(atomic: bool):
     ``expected`` matches a stored NaN with the same bits.
     """
     def typer(typingctx, ary, idx, expected, new):
-        if not isinstance(ary, types.Array) or not ary.mutable or not _index_ok(ary, idx):
+        if not isinstance(ary, types.Array) or not ary.mutable or not index_ok(ary, idx):
             return None
         dtype = ary.dtype
         if not isinstance(dtype, (types.Integer, types.Float)):
@@ -248,7 +251,7 @@ def _make_cas(atomic: bool):
 
         def codegen(context, builder, sig, args):
             arrty, idxty, ety, nty = sig.args
-            ptr = _element_pointer(context, builder, arrty, args[0], idxty, args[1])
+            ptr = element_pointer(context, builder, arrty, args[0], idxty, args[1])
             e = context.cast(builder, args[2], ety, dtype)
             n = context.cast(builder, args[3], nty, dtype)
             is_float = isinstance(dtype, types.Float)

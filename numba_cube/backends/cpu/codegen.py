@@ -14,6 +14,9 @@ function that runs a contiguous piece of the launch, so the heavy body is compil
 Numba's parfor passes only see a one-line ``prange`` loop (which keeps compile times down; Numba
 still re-optimises the linked body in each caller). Kernels that can raise get a
 ``<name>__guard`` wrapper around the chunk in the parallel variant (``Unit._guarded_parallel``).
+Kernels with global arrays only ever added to atomically get their chunk printed as
+``<name>__body``, taking per-chunk private copies, and a ``<name>__chunk`` that makes and merges
+them (``privatize.py``).
 
 The kernel takes ``(__gdx, __gdy, __gdz, __bdx, __bdy, __bdz, *kernel_params)``, and a kernel that
 declares dynamic shared memory the launch's size in bytes after the geometry (``dynshared.py``,
@@ -38,6 +41,7 @@ from pathlib import Path
 import numba
 import numpy as np
 
+from numba_cube.backends.cpu import privatize
 from numba_cube.backends.cpu import resolve as rs
 from numba_cube.backends.cpu.analysis import Purity, remat_definitions
 from numba_cube.backends.cpu.fission import CubeKernel
@@ -66,7 +70,8 @@ _HERE = Path(__file__).parent
 SUPPORT_DIGEST = hashlib.sha256(b"".join(
     (_HERE / f).read_bytes() for f in ("atomics.py", "support.py", "bitops.py",
                                        "warps_runtime.py", "half.py", "fp16.py",
-                                       "fp16_functions.py", "mathcalls.py", "vectors.py"))
+                                       "fp16_functions.py", "mathcalls.py", "vectors.py",
+                                       "private_atomics.py"))
 ).hexdigest()[:16]
 
 
@@ -90,6 +95,8 @@ class Unit:
         #: whether the kernel takes the dynamic shared memory size after the geometry
         #: (``dynshared.py``), known once generated
         self.dynamic_shared = False
+        #: global arrays whose atomics accumulate per chunk (``privatize.py``), once generated
+        self.privatized: privatize.Privatized | None = None
 
     # ---- device functions -----------------------------------------------------------------
 
@@ -154,6 +161,10 @@ class Unit:
             self._patch_calls(low, needs)
         kernel_needs = set(kernel.hidden_used).union(
             *(needs[id(c.py_func)] for _, c in kernel.device_calls))
+        # before the shapes see the body: the private copies are parameters of the chunk body
+        self.privatized = privatize.privatize(kernel, self.env)
+        if self.privatized:
+            privatize.wrapper_imports(self.env)
 
         purity = Purity(self.kernel_fn.local_names | set(kernel.params), self.env.objects)
         has_barrier = any(contains_barrier(s) for s in kernel.body)
@@ -180,8 +191,14 @@ class Unit:
         geometry = ["__gdx", "__gdy", "__gdz", "__bdx", "__bdy", "__bdz"]
         geometry += getattr(shape, "launch_params", [])     # the dynamic shared size, if used
         self.dynamic_shared = len(geometry) > 6
-        args = ", ".join(geometry + list(kernel.params))
-        shape.emit_chunk(w, chunk, self._decorator(None))
+        params = self.privatized.entry_params if self.privatized else kernel.params
+        args = ", ".join(geometry + list(params))
+        if self.privatized:     # the body runs on private copies, a wrapper merges them
+            shape.emit_chunk(w, f"{name}__body", self._decorator(None))
+            privatize.emit_wrapper(w, chunk, f"{name}__body", geometry, self.privatized,
+                                   self._decorator(None))
+        else:
+            shape.emit_chunk(w, chunk, self._decorator(None))
         if self._may_raise(kernel) or getattr(shape, "may_raise", False):   # run-time checks
             self._guarded_parallel(w, shape, name, args)
         else:
