@@ -44,11 +44,12 @@ from .. import config
 from ..errors import CompileError, DeviceFault
 from ..kernel.kernel import resolve_access
 from . import observers
+from .borrowed import BorrowedMemory
 from .capture import CaptureOps
 from .dispatch import Recorded, run_recorded
 from .composite import COMPOSITE_TYPES, add_regions, analysis_entry, composite_bindings
 from .exclusive import ExclusiveGate
-from .handle import Binding
+from .handle import Binding, Handle
 from .hazards import HazardTracker
 from .host_streams import HostStreams, Task
 from .ledger import Failure, Ledger
@@ -140,6 +141,7 @@ class HostServer(MemoryTable, CaptureOps, LaunchRouting):
         self.exclusive = ExclusiveGate()
         self.prepared = False
         self.unrecorded = UnrecordedFailures(device)   # failures no buffer carries (outcomes.py)
+        self.borrowed_memory = BorrowedMemory()        # adopted foreign arrays (borrowed.py)
 
     def _make_streams(self, device: str, max_tasks: int):
         """The executor of this device's streams: worker threads (``host_streams.py``)."""
@@ -179,6 +181,8 @@ class HostServer(MemoryTable, CaptureOps, LaunchRouting):
         how it is queued (``_submit``) and what follows (``_launched``)."""
         if self._to_free:
             self._drain_frees()
+        if self.borrowed_memory:
+            self.borrowed_memory.consume(req.args)
         self._prepare()
         if req.mode is LaunchMode.SKIP:
             return self._skip(req)
@@ -398,6 +402,48 @@ class HostServer(MemoryTable, CaptureOps, LaunchRouting):
         if req.count_binding is not None:
             reads.append(req.count_binding.region)
         return tuple(reads), tuple(writes)
+
+    # -- foreign memory: the policy is borrowed.py's, the description the backend's ------------------
+    def adopt_foreign(self, obj) -> Handle | None:
+        """Seam used by ``Client._bind`` for an argument that is no ``Handle``: ``obj`` as a
+        borrowed handle when the backend describes it (``HostBackend.foreign_memory``), else None
+        (the argument is then refused as unsupported). Described on the issuing thread, adopted
+        on the channel."""
+        describe = getattr(self.backend, "foreign_memory", None)
+        foreign = describe(obj) if describe is not None else None
+        if foreign is None:
+            return None
+        return self.channel.call(self.op_borrow, foreign, obj)
+
+    def op_borrow(self, foreign, owner) -> Handle:
+        return self.borrowed_memory.adopt(self, foreign, owner)
+
+    def add_memory(self, nbytes: int, memory) -> int:
+        """A new memory id for ``memory`` that the pool did not allocate (borrowed bytes)."""
+        memory_id = next(self._ids)
+        self.memory[memory_id] = (nbytes, memory)
+        return memory_id
+
+    def _drain_frees(self) -> None:
+        # Borrowed ids never reach the pool: their bytes belong to another library.
+        if self._to_free and self.borrowed_memory:
+            for memory_id in self.borrowed_memory.take_freed(self._to_free):
+                self._forget_memory(memory_id)
+        super()._drain_frees()
+
+    def _forget_memory(self, memory_id: int) -> None:
+        """Drop a memory id's bookkeeping (views, launch plans, dependencies, failures) without
+        giving its bytes to the pool."""
+        self.memory.pop(memory_id, None)
+        self._views.pop(memory_id, None)
+        for pkey in self._plans_by_memory.pop(memory_id, ()):
+            self._launch_plans.pop(pkey, None)
+        users = self.hazards.users_of(memory_id)
+        self.hazards.forget(memory_id)
+        self.ledger.forget(memory_id)
+        if users:
+            # As for pool memory (memory_table.py): forget the id again once its last users end.
+            self._late_forget.append((memory_id, users))
 
     # -- host copies, waiting ------------------------------------------------------------------------
     def op_write(self, b: Binding, staged: np.ndarray, stream) -> None:
