@@ -21,7 +21,8 @@ offset, shape, dtype and strides. This module is the policy of that, the same fo
 
 What depends on the device is the backend's: a ``HostBackend`` describes a foreign object as a
 ``ForeignMemory`` (``HostBackend.foreign_memory``; ``describe_host_array`` does it for NumPy
-memory), and ``HostServer`` runs the steps here on its channel. The GPU server
+memory), and ``HostServer`` runs the steps here on its channel (``BorrowingOps``, mixed into it:
+adoption, and the free path that keeps borrowed ids out of the pool). The GPU server
 (``backends/cuda/interop.py``) keeps the table with ``BorrowedTable`` and ``BorrowedEntry`` and
 adds what only a GPU has: the driver's address ranges and ordering after the producer's stream.
 """
@@ -40,7 +41,7 @@ from .handle import Allocation, Handle
 from .layout import byte_extent
 
 __all__ = ["ForeignMemory", "describe_host_array", "BorrowedEntry", "BorrowedTable",
-           "BorrowedMemory", "MAX_ENTRIES", "UNCONSUMED_SECONDS"]
+           "BorrowedMemory", "BorrowingOps", "MAX_ENTRIES", "UNCONSUMED_SECONDS"]
 
 #: Idle borrowed entries beyond this many are evicted (bookkeeping only; see the docstring).
 MAX_ENTRIES = 256
@@ -243,3 +244,51 @@ class BorrowedMemory:
             self.ids.discard(memory_id)
             self.table.forget_id(memory_id)
         return freed
+
+
+class BorrowingOps:
+    """The server side of borrowed memory, mixed into ``HostServer`` ahead of its memory table
+    (``memory_table.py``), whose free path it extends. It relies on the server's ``backend``,
+    ``channel``, ``hazards``, ``ledger``, ``borrowed_memory`` and memory-table state, as the
+    other mixins do; every ``op_*`` runs on the device's channel."""
+
+    def adopt_foreign(self, obj) -> Handle | None:
+        """Seam used by ``Client._bind`` for an argument that is no ``Handle``: ``obj`` as a
+        borrowed handle when the backend describes it (``HostBackend.foreign_memory``), else None
+        (the argument is then refused as unsupported). Described on the issuing thread, adopted
+        on the channel."""
+        describe = getattr(self.backend, "foreign_memory", None)
+        foreign = describe(obj) if describe is not None else None
+        if foreign is None:
+            return None
+        return self.channel.call(self.op_borrow, foreign, obj)
+
+    def op_borrow(self, foreign: ForeignMemory, owner) -> Handle:
+        return self.borrowed_memory.adopt(self, foreign, owner)
+
+    def add_memory(self, nbytes: int, memory) -> int:
+        """A new memory id for ``memory`` that the pool did not allocate (borrowed bytes)."""
+        memory_id = next(self._ids)
+        self.memory[memory_id] = (nbytes, memory)
+        return memory_id
+
+    def _drain_frees(self) -> None:
+        # Borrowed ids never reach the pool: their bytes belong to another library.
+        if self._to_free and self.borrowed_memory:
+            for memory_id in self.borrowed_memory.take_freed(self._to_free):
+                self._forget_memory(memory_id)
+        super()._drain_frees()
+
+    def _forget_memory(self, memory_id: int) -> None:
+        """Drop a memory id's bookkeeping (views, launch plans, dependencies, failures) without
+        giving its bytes to the pool."""
+        self.memory.pop(memory_id, None)
+        self._views.pop(memory_id, None)
+        for pkey in self._plans_by_memory.pop(memory_id, ()):
+            self._launch_plans.pop(pkey, None)
+        users = self.hazards.users_of(memory_id)
+        self.hazards.forget(memory_id)
+        self.ledger.forget(memory_id)
+        if users:
+            # As for pool memory (memory_table.py): forget the id again once its last users end.
+            self._late_forget.append((memory_id, users))

@@ -5,7 +5,9 @@ queues, its dependency state and its failure ledger. Every ``op_*`` method runs 
 channel (one at a time, see ``channel.py``); stream work runs later on stream workers
 (``host_streams.py``) and touches only the ledger (locked) and memory it was handed. Its parts
 that stand on their own are mixed in from their modules: the memory table (``memory_table.py``),
-the capture operations (``capture.py``) and where launch outcomes go (``outcomes.py``).
+the capture operations (``capture.py``) and where launch outcomes go (``outcomes.py``). Foreign
+arrays a backend describes (``HostBackend.foreign_memory``) are adopted as borrowed memory by the
+policy of ``borrowed.py``, whose server side (``adopt_foreign``, the free path) is mixed in too.
 
 A launch, in the order of CONTRACT.md section 1.2:
 
@@ -44,12 +46,12 @@ from .. import config
 from ..errors import CompileError, DeviceFault
 from ..kernel.kernel import resolve_access
 from . import observers
-from .borrowed import BorrowedMemory
+from .borrowed import BorrowedMemory, BorrowingOps
 from .capture import CaptureOps
 from .dispatch import Recorded, run_recorded
 from .composite import COMPOSITE_TYPES, add_regions, analysis_entry, composite_bindings
 from .exclusive import ExclusiveGate
-from .handle import Binding, Handle
+from .handle import Binding
 from .hazards import HazardTracker
 from .host_streams import HostStreams, Task
 from .ledger import Failure, Ledger
@@ -102,7 +104,7 @@ class _LaunchPlan(NamedTuple):
         return self.entry.error
 
 
-class HostServer(MemoryTable, CaptureOps, LaunchRouting):
+class HostServer(BorrowingOps, MemoryTable, CaptureOps, LaunchRouting):
     """Policy core of a backend whose kernels run on host worker threads."""
 
     #: A server may offer a warm launch path (``fast_launch(kernel, count, dim, args, stream,
@@ -402,48 +404,6 @@ class HostServer(MemoryTable, CaptureOps, LaunchRouting):
         if req.count_binding is not None:
             reads.append(req.count_binding.region)
         return tuple(reads), tuple(writes)
-
-    # -- foreign memory: the policy is borrowed.py's, the description the backend's ------------------
-    def adopt_foreign(self, obj) -> Handle | None:
-        """Seam used by ``Client._bind`` for an argument that is no ``Handle``: ``obj`` as a
-        borrowed handle when the backend describes it (``HostBackend.foreign_memory``), else None
-        (the argument is then refused as unsupported). Described on the issuing thread, adopted
-        on the channel."""
-        describe = getattr(self.backend, "foreign_memory", None)
-        foreign = describe(obj) if describe is not None else None
-        if foreign is None:
-            return None
-        return self.channel.call(self.op_borrow, foreign, obj)
-
-    def op_borrow(self, foreign, owner) -> Handle:
-        return self.borrowed_memory.adopt(self, foreign, owner)
-
-    def add_memory(self, nbytes: int, memory) -> int:
-        """A new memory id for ``memory`` that the pool did not allocate (borrowed bytes)."""
-        memory_id = next(self._ids)
-        self.memory[memory_id] = (nbytes, memory)
-        return memory_id
-
-    def _drain_frees(self) -> None:
-        # Borrowed ids never reach the pool: their bytes belong to another library.
-        if self._to_free and self.borrowed_memory:
-            for memory_id in self.borrowed_memory.take_freed(self._to_free):
-                self._forget_memory(memory_id)
-        super()._drain_frees()
-
-    def _forget_memory(self, memory_id: int) -> None:
-        """Drop a memory id's bookkeeping (views, launch plans, dependencies, failures) without
-        giving its bytes to the pool."""
-        self.memory.pop(memory_id, None)
-        self._views.pop(memory_id, None)
-        for pkey in self._plans_by_memory.pop(memory_id, ()):
-            self._launch_plans.pop(pkey, None)
-        users = self.hazards.users_of(memory_id)
-        self.hazards.forget(memory_id)
-        self.ledger.forget(memory_id)
-        if users:
-            # As for pool memory (memory_table.py): forget the id again once its last users end.
-            self._late_forget.append((memory_id, users))
 
     # -- host copies, waiting ------------------------------------------------------------------------
     def op_write(self, b: Binding, staged: np.ndarray, stream) -> None:

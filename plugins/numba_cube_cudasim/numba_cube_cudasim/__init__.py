@@ -31,19 +31,20 @@ INSTALL_HINT = "pip install numba-cuda 'numpy<2.5'"
 
 
 def available() -> str | None:
-    """None when the simulator can run, else why not. Cheap: finds, does not import."""
+    """``None`` when the simulator can run, else why not. Cheap: finds, does not import."""
     if importlib.util.find_spec("numba_cuda") is None:
         return f"numba-cuda is not installed (the CUDA simulator comes with it): {INSTALL_HINT}"
     return None
 
 
 def devices() -> list[str]:
-    """The devices `python -m numba_cube info` lists (any index works, as with cpu)."""
+    """The devices ``python -m numba_cube info`` lists (any index works, as with ``cpu``)."""
     return ["cudasim:0"]
 
 
 def make_server(index: int, name: str = "cudasim"):
-    """The factory: the server of device `<name>:<index>`, made on first use of the device."""
+    """The factory: the server of device ``<name>:<index>``, made the first time a client asks
+    for it (numba_cube's ``cuda`` backend asks with ``name="cuda"`` under the simulator)."""
     from .backend import make_simulator_server   # here: the simulator pulls in numba-cuda
 
     return make_simulator_server(index, name)

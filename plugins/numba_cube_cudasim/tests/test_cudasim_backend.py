@@ -114,3 +114,19 @@ def test_grid_sync_on_several_cubes_is_refused(sim):
         sim.read(out)
     sim.launch(sync_grid, 1, 64, out)
     np.testing.assert_array_equal(sim.read(out), np.ones(64))
+
+
+def test_the_plugin_supplies_mechanism_only(sim):
+    """The server is numba_cube's HostServer itself, not a subclass (the policy is the runtime's
+    alone), and the plugin's modules import no private name of numba_cube."""
+    import ast
+    from pathlib import Path
+
+    from numba_cube.runtime.server import HostServer
+
+    assert type(sim.server) is HostServer
+    for path in Path(numba_cube_cudasim.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("numba_cube"):
+                private = [a.name for a in node.names if a.name.startswith("_")]
+                assert not private, f"{path.name} imports {private} from {node.module}"
