@@ -171,3 +171,35 @@ def test_evicted_memory_is_forgotten_and_never_pooled(client):
     assert first_id not in server.memory
     assert gone() is None
     assert server.pool.held_bytes == pooled_before
+
+
+def test_foreign_object_is_held_until_its_launch_finished(client):
+    """The foreign object stays alive while a launch that uses it may still run, although the
+    caller dropped it, and is let go once that launch finished (sweeps run every 32 adoptions)."""
+    import threading
+
+    gate = threading.Event()
+
+    def wait_then_write(x):
+        gate.wait(10)
+        x[0] = 1.0
+
+    server = client.server
+    data = np.zeros(4)
+    foreign = HostBuffer(data)
+    held = weakref.ref(foreign)
+    client.launch(wait_then_write, 1, 1, foreign)
+    del foreign
+
+    def sweep():
+        for _ in range(33):
+            server.adopt_foreign(HostBuffer(np.zeros(1)))
+        gc.collect()
+
+    sweep()
+    assert held() is not None        # its launch is still running
+    gate.set()
+    client.sync()
+    sweep()
+    assert held() is None
+    assert data[0] == 1.0

@@ -59,7 +59,8 @@ def simulator_backend() -> tuple:
                       f"{SIMULATOR_INSTALL_HINT}")
     reason = info.unavailable_reason()
     if reason is not None:
-        return None, f"NUMBA_ENABLE_CUDASIM is set, and the {SIMULATOR_BACKEND!r} backend is not available: {reason}"
+        return None, (f"NUMBA_ENABLE_CUDASIM is set, and the {SIMULATOR_BACKEND!r} backend is not "
+                      f"available: {reason}")
     return info, None
 
 

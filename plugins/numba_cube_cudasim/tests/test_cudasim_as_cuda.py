@@ -58,7 +58,8 @@ def test_core_cuda_under_the_simulator_is_this_backend(tmp_path):
     script = tmp_path / "as_cuda.py"
     script.write_text(PROGRAM)
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
-    env["PYTHONPATH"] = os.pathsep.join([str(PLUGIN_ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    inherited = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join([str(PLUGIN_ROOT)] + inherited)
     proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stderr
