@@ -76,6 +76,16 @@ class HostBackend(abc.ABC):
         outside it."""
         return np.ndarray(shape, dtype, memory, offset, strides)
 
+    def foreign_memory(self, obj: Any) -> Any:
+        """How to bind ``obj``, a launch argument that is no ``Handle`` but another library's
+        array, without a copy: a ``numba_cube.runtime.borrowed.ForeignMemory`` describing the
+        allocation that holds it and the view (``describe_host_array`` makes one for NumPy
+        memory), or ``None``: the backend does not adopt ``obj`` and the launch refuses it as
+        unsupported. The runtime does the rest (``runtime/borrowed.py``: one memory id per
+        allocation, bounds, lifetime, frees). Called on the issuing thread, so it only reads
+        ``obj``. The default adopts nothing."""
+        return None
+
     @abc.abstractmethod
     def arg_type(self, value: Any) -> Any:
         """The hashable compile-time type of one argument (an array view or a scalar)."""

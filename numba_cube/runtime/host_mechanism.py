@@ -25,10 +25,11 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import config
-from ..backends.base import DeviceMechanism
+from ..backends.base import DeviceMechanism, HostBackend
 from ..errors import CompileError
 from ..kernel.kernel import resolve_access
 from . import observers
+from .borrowed import BorrowedMemory
 from .capture import Graph
 from .composite import COMPOSITE_TYPES, analysis_entry, composite_bindings
 from .dispatch import Recorded, regions_of, run_recorded
@@ -92,6 +93,11 @@ class HostMechanism(DeviceMechanism):
         self.compile_cache: dict[tuple, CacheEntry] = {}       # compile key -> entry
         self._by_signature: dict[tuple, CacheEntry] = {}       # signature key -> entry
         self.server = None
+        #: another library's arrays bound without a copy (``borrowed.py``), for a backend that
+        #: describes them (``HostBackend.foreign_memory``); the seam exists only for such a one
+        self.borrowed_memory = BorrowedMemory()
+        if type(backend).foreign_memory is not HostBackend.foreign_memory:
+            self.adopt_foreign = self._adopt_foreign
 
     def attach(self, server) -> HostStreams:
         self.server = server
@@ -125,7 +131,17 @@ class HostMechanism(DeviceMechanism):
         self.backend.release(memory)
 
     def before_free(self, memory_id: int) -> bool:
-        return True
+        # Borrowed bytes belong to another library: never to the pool.
+        return not (self.borrowed_memory and self.borrowed_memory.release_id(memory_id))
+
+    def _adopt_foreign(self, obj):
+        """``obj`` (no ``Handle``) as a borrowed handle when the backend describes it, else None
+        (the argument is then refused as unsupported). Described on the issuing thread, adopted
+        on the server's channel."""
+        foreign = self.backend.foreign_memory(obj)
+        if foreign is None:
+            return None
+        return self.server.channel.call(self.borrowed_memory.adopt, self.server, foreign, obj)
 
     def view(self, memory, b: Binding) -> np.ndarray:
         if b.strides is None:
@@ -193,6 +209,9 @@ class HostMechanism(DeviceMechanism):
 
     def dispatch(self, req, bound: HostBoundLaunch, capturing: bool) -> Recorded:
         """The bound launch's arrays with this launch's scalars and composites."""
+        if self.borrowed_memory:
+            # From now on the launch, a user of the borrowed ids, keeps them from being swept.
+            self.borrowed_memory.consume(req.args)
         arrays = bound.arrays
         if bound.scalars:
             arrays = list(arrays)

@@ -47,6 +47,14 @@ class MemoryTable:
         self.memory[memory_id] = (cap, mem)
         return memory_id
 
+    def add_memory(self, nbytes: int, memory) -> int:
+        """A new memory id for ``memory`` that the pool did not allocate (borrowed bytes,
+        ``borrowed.py``); freed like any other, but never handed to the pool (the mechanism's
+        ``before_free`` says so)."""
+        memory_id = next(self.memory_ids)
+        self.memory[memory_id] = (nbytes, memory)
+        return memory_id
+
     def release_memory(self, memory_id: int) -> None:
         """A handle's finalizer sends this through the channel, so it runs after every operation
         submitted before the handle was dropped (a launch that binds the handle registers as a user

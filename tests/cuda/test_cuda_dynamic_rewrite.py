@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 
 pytest.importorskip("numba_cuda")
+pytest.importorskip("numba_cube_cudasim", reason="the simulator backend is the cudasim plugin's")
 
 from numba import cuda  # noqa: E402
 
 from numba_cube.backends.cuda.dynamic import Ineligible, device_count_kernel  # noqa: E402
-from numba_cube.backends.cuda.simulator import _isolated  # noqa: E402
+from numba_cube_cudasim.isolation import isolated  # noqa: E402
 
 
 def fill(out):
@@ -75,7 +76,7 @@ def run(kernel, bound, dim, count, *arrays):
     from numba.cuda.simulator.kernel import FakeCUDAKernel
 
     wrapper = device_count_kernel(kernel)
-    fake = FakeCUDAKernel(_isolated(wrapper, {}), device=False)
+    fake = FakeCUDAKernel(isolated(wrapper, {}), device=False)
     fake[bound, dim](FakeCUDAArray(np.array(count, np.uint32)), *[FakeCUDAArray(a) for a in arrays])
 
 

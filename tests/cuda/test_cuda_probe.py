@@ -48,3 +48,33 @@ def test_probe_reason_for_a_missing_driver_is_cached():
     """The probe is cheap after its first call: the answer is cached."""
     first = probe.available()
     assert probe.available() == first
+
+
+def test_simulator_without_its_plugin_is_unavailable_and_says_how_to_install_it(tmp_path):
+    """Under NUMBA_ENABLE_CUDASIM=1 the cuda backend is the cudasim plugin's simulator backend;
+    with no such plugin (entry points off), available() and cube.client("cuda") say so with the
+    command that installs it, and cube.client() picks another backend: nothing stands in for it."""
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("numba_cuda")
+    program = tmp_path / "no_plugin.py"
+    program.write_text(
+        "import numba_cube as cube\n"
+        "from numba_cube.backends.cuda import probe\n"
+        "print(probe.available())\n"
+        "try:\n"
+        "    cube.client('cuda')\n"
+        "except cube.BackendNotFound as exc:\n"
+        "    print('BackendNotFound', exc)\n"
+        "print(cube.client().device)\n")
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", NUMBA_CUBE_DISABLE_PLUGIN_AUTOLOAD="1")
+    env.pop("NUMBA_CUBE_DEVICE", None)
+    proc = subprocess.run([sys.executable, str(program)], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    reason, refusal, default = proc.stdout.strip().splitlines()[-3:]
+    assert "pip install -e plugins/numba_cube_cudasim" in reason
+    assert refusal.startswith("BackendNotFound") and "pip install -e plugins/numba_cube_cudasim" in refusal
+    assert default == "cpu:0"

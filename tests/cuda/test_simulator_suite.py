@@ -4,11 +4,14 @@ Without a GPU, the main test session does not collect ``cases/`` (``conftest.py`
 simulator has to be chosen before ``numba.cuda`` is first imported, which this session did long
 ago. So the cases run here in subprocesses, twice:
 
-- under the simulator (``NUMBA_ENABLE_CUDASIM=1``): ``cube.client("cuda")`` is the simulator's
-  backend, the way CI exercises the CUDA backend's contract;
-- against the fake driver (``NUMBA_CUBE_TEST_CUDA_DEVICE=fakecuda``): the GPU path's own code
-  (``CudaMechanism``: packed launches, events, pool, read-back and device-count dynamic counts, CUDA
-  graphs, interop, faults) over host memory.
+- under the simulator (``NUMBA_ENABLE_CUDASIM=1``): ``cube.client("cuda")`` is the simulator
+  backend of the ``cudasim`` plugin (``plugins/numba_cube_cudasim``, installed as CI installs it;
+  without it every case fails with the ``BackendNotFound`` that names the install command, never
+  a silent skip), the way CI exercises the CUDA backend's contract;
+- against the fake driver (``NUMBA_CUBE_TEST_CUDA_DEVICE=fakecuda``, whose kernels run on the
+  same plugin's simulator machinery): the GPU path's own code (``CudaMechanism``: packed
+  launches, events, pool, read-back and device-count dynamic counts, CUDA graphs, interop, faults) over
+  host memory.
 
 On a machine with a GPU the cases are collected directly, for real, and these are skipped.
 """

@@ -34,8 +34,8 @@ needs no thread id (``numba.get_thread_id()`` would tie the generated module to 
 layer and, like ``get_num_threads()``, make it uncacheable), and launches from several stream
 threads at once cannot share a copy. The serial twin runs one chunk, so it privatizes too when the
 policy allows. An exception in the body skips the merge: the launch has failed, and its writes
-carry the failure (runtime/CONTRACT.md, section 4). Two privatized parameters may be the same
-array: each merges its own adds, so only overlap with a *non*-privatized argument is checked.
+carry the failure (numba_cube/runtime/CONTRACT.md, section 4). Two privatized parameters may be
+the same array: each merges its own adds, so only overlap with a *non*-privatized argument is checked.
 """
 
 from __future__ import annotations

@@ -9,7 +9,10 @@ Two mechanisms answer to the backend name ``cuda``:
   device memory (``memory.py``), CUDA graphs (``graphs.py``), dynamic counts (``dynamic.py``)
   and ``__cuda_array_interface__`` interop (``interop.py``);
 - under numba-cuda's simulator (``NUMBA_ENABLE_CUDASIM=1``, how CI runs without a GPU), the
-  ``SimulatorBackend`` (``simulator.py``) under the runtime's ``DeviceServer``.
+  registered ``cudasim`` backend (the plugin ``plugins/numba_cube_cudasim``: a ``HostBackend``
+  under the runtime's ``DeviceServer``), whose factory makes the server under the name ``cuda``.
+  Without that plugin, ``cuda`` is unavailable under the simulator and says how to install it
+  (``probe.py``); it never falls back to the driver or to another backend.
 
 This module is the backend's plugin: it registers ``cuda`` through the same hook as third-party
 backends. Importing it is cheap and never fails for want of numba-cuda or a driver: the
@@ -18,9 +21,10 @@ backends. Importing it is cheap and never fails for want of numba-cuda or a driv
 
 from __future__ import annotations
 
+from ...errors import BackendNotFound
 from ...hookspecs import hookimpl
 from ..base import BACKEND_API_VERSION
-from .probe import available, simulating
+from .probe import available, simulating, simulator_backend
 
 __all__ = ["numba_cube_register_backends", "make_cuda_server", "available", "devices"]
 
@@ -29,12 +33,13 @@ PRIORITY = 10
 
 
 def make_cuda_server(index: int):
-    """The server of device ``cuda:<index>``: the simulator's under ``NUMBA_ENABLE_CUDASIM=1``,
-    else the real device's."""
+    """The server of device ``cuda:<index>``: the simulator's under ``NUMBA_ENABLE_CUDASIM=1``
+    (made by the ``cudasim`` backend's factory), else the real device's."""
     if simulating():
-        from .simulator import make_simulator_server
-
-        return make_simulator_server(index, "cuda")
+        info, reason = simulator_backend()
+        if info is None:
+            raise BackendNotFound(f"backend 'cuda' is not available: {reason}")
+        return info.factory(index, name="cuda")
     from .server import make_gpu_server
 
     return make_gpu_server(index)

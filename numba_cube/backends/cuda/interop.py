@@ -22,7 +22,8 @@ Lifetime: a borrowed entry holds a strong reference to the foreign object until 
 that used it has finished on the device and a launch has consumed the adoption (so the foreign
 library cannot free and reuse the memory under a running kernel); after that only the
 bookkeeping stays (memory id, ledger, hazards), and idle entries are evicted when the table grows
-past ``MAX_ENTRIES``. Borrowed memory never enters the memory pool.
+past ``MAX_ENTRIES`` (the table is the runtime's: ``runtime/borrowed.py``). Borrowed memory never
+enters the memory pool.
 
 Ordering with the producer: if the interface names a stream (CuPy exports the legacy default
 stream, numba-cuda an array's stream), an event is recorded on that stream at adoption and
@@ -30,7 +31,8 @@ registered as the buffer's last writer, so the launch waits for it on the device
 host. PyTorch exports no stream (``None``: no synchronization needed, per the protocol).
 
 Under numba-cuda's simulator, numba "device arrays" are ``FakeCUDAArray`` objects wrapping NumPy
-arrays; the simulator server adopts those the same way (host memory, no copy).
+arrays; the simulator backend (the ``cudasim`` plugin) describes those as host memory and the
+runtime adopts them the same way (``runtime/borrowed.py``, no copy).
 
 An argument without the interface but with DLPack (``__dlpack__``/``__dlpack_device__`` on a CUDA
 device) is described by ``dlpack.parse_dlpack`` and adopted the same way.
@@ -40,13 +42,10 @@ from __future__ import annotations
 
 import sys
 
-import time
-from dataclasses import dataclass, field
-from typing import Any
-
 import numpy as np
 
 from ...errors import ForeignHandleError, LaunchArgumentError
+from ...runtime.borrowed import BorrowedEntry, BorrowedTable
 from ...runtime.handle import Allocation, Binding, Handle
 from ...runtime.layout import layout_strides
 from .dlpack import parse_dlpack
@@ -56,13 +55,6 @@ from .memory import DeviceMemory
 from .tasks import CudaTask
 
 __all__ = ["ForeignArray", "parse_cai", "BorrowedEntry", "BorrowedTable", "export_cai", "CudaInterop"]
-
-#: Idle borrowed entries beyond this many are evicted (bookkeeping only; see the docstring).
-MAX_ENTRIES = 256
-#: An adoption that no launch consumed (the launch raised on the issuing thread) stops holding
-#: the foreign object after this many seconds.
-UNCONSUMED_SECONDS = 10.0
-
 
 def parse_cai(obj) -> ForeignArray | None:
     """The ``__cuda_array_interface__`` of ``obj`` as a ``ForeignArray``; ``None`` if it has none.
@@ -141,92 +133,6 @@ def export_cai(ptr: int, shape: tuple, dtype: np.dtype, stream: int | None,
     ``[0, ..., 0]`` is at ``ptr``; ``strides`` in bytes, ``None`` for a C-contiguous one."""
     return {"shape": tuple(shape), "typestr": dtype.str, "data": (int(ptr), False),
             "version": 3, "strides": None if strides is None else tuple(strides), "stream": stream}
-
-
-@dataclass
-class BorrowedEntry:
-    """One adopted foreign allocation: its memory id and what keeps it safe."""
-
-    memory_id: int
-    base: int             # key: base address of the foreign allocation
-    size: int
-    allocation: Any       # our Allocation object: held so the id is not released under us
-    owners: list = field(default_factory=list)  # foreign objects kept alive (see docstring)
-    adopted_at: float = 0.0
-    consumed: bool = True
-
-
-class BorrowedTable:
-    """Adopted foreign allocations of one server, by base address. Server-thread only."""
-
-    def __init__(self):
-        self.by_base: dict[int, BorrowedEntry] = {}
-        self.by_id: dict[int, BorrowedEntry] = {}
-        self._touches = 0
-
-    def __len__(self) -> int:
-        return len(self.by_base)
-
-    def __contains__(self, memory_id: int) -> bool:
-        return memory_id in self.by_id
-
-    def get(self, base: int) -> BorrowedEntry | None:
-        return self.by_base.get(base)
-
-    def add(self, entry: BorrowedEntry) -> None:
-        self.by_base[entry.base] = entry
-        self.by_id[entry.memory_id] = entry
-
-    def touch(self, entry: BorrowedEntry, owner) -> None:
-        """A new adoption of ``entry`` for ``owner``: hold it until a launch consumed it and
-        its users finished."""
-        entry.owners.append(owner)
-        entry.adopted_at = time.monotonic()
-        entry.consumed = False
-        self._touches += 1
-
-    def maybe_sweep(self, hazards, ledger) -> None:
-        """``sweep`` every 32 adoptions, or at once when the table is full (a sweep walks it)."""
-        if self._touches >= 32 or len(self.by_base) > MAX_ENTRIES:
-            self._touches = 0
-            self.sweep(hazards, ledger)
-
-    def consume(self, memory_id: int) -> None:
-        entry = self.by_id.get(memory_id)
-        if entry is not None:
-            entry.consumed = True
-
-    def sweep(self, hazards, ledger) -> None:
-        """Drop foreign references that are no longer needed; evict idle entries past the cap."""
-        if not self.by_base:
-            return
-        now = time.monotonic()
-        idle = []
-        for entry in list(self.by_base.values()):
-            busy = bool(hazards.users_of(entry.memory_id))
-            settled = entry.consumed or now - entry.adopted_at > UNCONSUMED_SECONDS
-            if entry.owners and settled and not busy:
-                entry.owners = []
-            if settled and not busy and not entry.owners:
-                if ledger.failure_of((entry.memory_id, 0, entry.size)) is None:
-                    idle.append(entry)
-        excess = len(self.by_base) - MAX_ENTRIES
-        if excess > 0:
-            idle.sort(key=lambda e: e.adopted_at)
-            for entry in idle[:excess]:
-                self.evict(entry)
-
-    def evict(self, entry: BorrowedEntry) -> None:
-        """Forget ``entry``: dropping our Allocation releases the memory id (through the
-        server's ordinary free path, which knows borrowed ids never go to the pool)."""
-        self.by_base.pop(entry.base, None)
-        self.by_id.pop(entry.memory_id, None)
-        entry.allocation = None
-
-    def forget_id(self, memory_id: int) -> None:
-        entry = self.by_id.pop(memory_id, None)
-        if entry is not None:
-            self.by_base.pop(entry.base, None)
 
 
 class _ExternalStream:

@@ -7,7 +7,11 @@ cuda-python missing, no driver, no device. It never raises, and it is cheap afte
 Under numba-cuda's simulator (``NUMBA_ENABLE_CUDASIM=1``, how CI runs the CUDA tests without a
 GPU) the ``cuda`` backend is the simulator, as it is for numba.cuda itself: ``cuda.is_available()``
 is true there too. So ``cube.client()`` picks the simulated device when that variable is set,
-which is what a user who set it for numba.cuda expects; it never touches the driver then.
+which is what a user who set it for numba.cuda expects; it never touches the driver then. The
+simulator's mechanism is a plugin's (``plugins/numba_cube_cudasim``, registered as
+``cudasim``), found through the backend registry (``simulator_backend``); without it, ``cuda`` is
+unavailable under the simulator with the command that installs it, rather than anything else
+standing in for it.
 """
 
 from __future__ import annotations
@@ -17,9 +21,13 @@ import os
 import sys
 import threading
 
-__all__ = ["simulating", "available", "device_count", "reset"]
+__all__ = ["simulating", "available", "device_count", "reset", "simulator_backend",
+           "SIMULATOR_BACKEND", "SIMULATOR_INSTALL_HINT"]
 
 INSTALL_HINT = "pip install 'numba_cube[cuda]' (numba-cuda, cuda-python, numpy<2.5)"
+#: The registered backend whose mechanism ``cuda`` is under the simulator, and its plugin.
+SIMULATOR_BACKEND = "cudasim"
+SIMULATOR_INSTALL_HINT = "pip install -e plugins/numba_cube_cudasim"
 
 _lock = threading.Lock()
 _probe: tuple | None = None  # (reason or None, device count)
@@ -37,6 +45,23 @@ def simulating() -> bool:
         return int(raw) != 0
     except ValueError:
         return False
+
+
+def simulator_backend() -> tuple:
+    """``(BackendInfo, None)`` for the backend that runs ``cuda`` under the simulator, or
+    ``(None, why not)``: its plugin is not installed, or it cannot start."""
+    from ...runtime.registry import backend_infos   # here: the registry sits above the backends
+
+    info = backend_infos().get(SIMULATOR_BACKEND)
+    if info is None:
+        return None, (f"NUMBA_ENABLE_CUDASIM is set, and the CUDA simulator backend is the "
+                      f"{SIMULATOR_BACKEND!r} plugin, which is not installed: "
+                      f"{SIMULATOR_INSTALL_HINT}")
+    reason = info.unavailable_reason()
+    if reason is not None:
+        return None, (f"NUMBA_ENABLE_CUDASIM is set, and the {SIMULATOR_BACKEND!r} backend is not "
+                      f"available: {reason}")
+    return info, None
 
 
 def _find(name: str) -> bool:
@@ -92,7 +117,7 @@ def available() -> str | None:
         if simulating():
             if not _find("numba_cuda"):
                 return f"NUMBA_ENABLE_CUDASIM is set but numba-cuda is not installed: {INSTALL_HINT}"
-            return None
+            return simulator_backend()[1]
         return _probed()[0]
     except Exception as exc:  # noqa: BLE001
         return f"CUDA probe failed: {type(exc).__name__}: {exc}"

@@ -9,9 +9,10 @@ It implements one hook, ``numba_cube_register_backends``. Everything it register
 register: the simulator is imported by the factory, the first time ``cube.client("cudasim")``
 asks for a device, so ``import numba_cube`` and ``cube.backends()`` never pay for it.
 
-The mechanism is numba_cube's simulator backend (``numba_cube.backends.cuda.simulator``, what
-``cube.client("cuda")`` is under ``NUMBA_ENABLE_CUDASIM=1``): one implementation, registered here
-under another name. ``cudasim`` differs from ``cuda`` under the simulator in needing no
+The backend itself is ``backend.py`` (a ``HostBackend`` under numba_cube's ``DeviceServer``) and
+``isolation.py`` (what the simulator needs to know of a kernel's function). numba_cube's own
+``cuda`` backend runs on it under ``NUMBA_ENABLE_CUDASIM=1``: it asks the registry for this
+backend and calls its factory with ``name="cuda"``. ``cudasim`` differs from that in needing no
 environment variable: it can run next to the real ``cuda`` backend in one process, as a
 debugging twin.
 """
@@ -22,7 +23,7 @@ import importlib.util
 
 import numba_cube
 
-__all__ = ["available", "devices", "numba_cube_register_backends"]
+__all__ = ["available", "devices", "make_server", "numba_cube_register_backends"]
 
 __version__ = "0.1.0"
 
@@ -41,14 +42,15 @@ def devices() -> list[str]:
     return ["cudasim:0"]
 
 
-def _factory(index: int):
-    # Imported here, not at module level: the simulator pulls in numba and numba-cuda.
-    from numba_cube.backends.cuda.simulator import make_simulator_server
+def make_server(index: int, name: str = "cudasim"):
+    """The factory: the server of device ``<name>:<index>``, made the first time a client asks
+    for it (numba_cube's ``cuda`` backend asks with ``name="cuda"`` under the simulator)."""
+    from .backend import make_simulator_server   # here: the simulator pulls in numba-cuda
 
-    return make_simulator_server(index, "cudasim")
+    return make_simulator_server(index, name)
 
 
 @numba_cube.hookimpl
 def numba_cube_register_backends(register):
-    register("cudasim", _factory, api_version=numba_cube.BACKEND_API_VERSION,
+    register("cudasim", make_server, api_version=numba_cube.BACKEND_API_VERSION,
              available=available, priority=-10, devices=devices)

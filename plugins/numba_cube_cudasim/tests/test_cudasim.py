@@ -11,7 +11,6 @@ from numba import cuda
 
 import numba_cube as cube
 import numba_cube_cudasim
-from numba_cube.plugins import get_plugin_manager
 
 pytestmark = pytest.mark.skipif(numba_cube_cudasim.available() is not None,
                                 reason=str(numba_cube_cudasim.available()))
@@ -50,19 +49,6 @@ def block_reverse(x, out):
 def unguarded_copy(x, out):
     i = cuda.grid(1)
     out[i] = x[i]          # no `if i < out.size`: threads past the end index out of bounds
-
-
-@pytest.fixture(scope="module")
-def sim():
-    """The cudasim client, through the installed entry point (else registered by hand, when the
-    tests run from a checkout without `pip install -e plugins/numba_cube_cudasim`)."""
-    pm = get_plugin_manager()
-    registered = None
-    if "cudasim" not in cube.backends():
-        registered = pm.register(numba_cube_cudasim, name="cudasim")
-    yield cube.client("cudasim")
-    if registered is not None:
-        pm.unregister(name=registered)   # its backend and devices go with it
 
 
 def test_scale_matches_numpy(sim):

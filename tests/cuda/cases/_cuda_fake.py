@@ -37,8 +37,9 @@ from cuda.bindings import driver as _real
 
 from numba_cube.backends.cuda.packed_launch import ArgLayout, CompiledKernel, flat_leaves, scalar_format
 from numba_cube.backends.cuda.compiler import arg_kinds
-from numba_cube.backends.cuda.simulator import _SIMULATOR_LOCK, _isolated, uses_grid_sync
 from numba_cube.runtime.composite import RecordRef, TupleArg, TypedScalar
+from numba_cube_cudasim.backend import SIMULATOR_LOCK
+from numba_cube_cudasim.isolation import isolated, uses_grid_sync
 
 R = _real.CUresult
 OK = R.CUDA_SUCCESS
@@ -99,7 +100,7 @@ class _Function:
     def __init__(self, py_func, args):
         from numba.cuda.simulator.kernel import FakeCUDAKernel
 
-        self.fake = FakeCUDAKernel(_isolated(py_func, {}), device=False, fastmath=False)
+        self.fake = FakeCUDAKernel(isolated(py_func, {}), device=False, fastmath=False)
         self.kinds = arg_kinds(args)
         # Per flattened parameter (tuples are their items, a record a pointer: packed_launch.py);
         # ``template`` is what puts the decoded parameters back into tuples, records, enums.
@@ -244,7 +245,7 @@ class FakeApi:
                 args.append(v)
         args = _renest(func.template, iter(args))
         try:
-            with _SIMULATOR_LOCK:
+            with SIMULATOR_LOCK:
                 func.fake[grid, block, 0, shared](*args)
         except Exception as exc:  # noqa: BLE001 - a kernel fault breaks the context (sticky)
             self.broken = R.CUDA_ERROR_ILLEGAL_ADDRESS
