@@ -249,3 +249,16 @@ def test_source_read_for_the_id_is_inspects():
 
     for code in _source_shapes():
         assert identity._definition_text(code) == inspect.getsource(code), code.co_name
+
+
+def test_id_is_stable_says_whether_the_id_is_salted():
+    """``Kernel.id_is_stable`` is True for a kernel whose id is the same in every process, and
+    False for one that reads an object with no faithful encoding (its id is salted)."""
+    def reads_config(out):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = CONFIG.scale      # noqa: F821 - from the globals given below
+
+    opaque = types.FunctionType(reads_config.__code__, {"cuda": cuda, "CONFIG": _Opaque()})
+    assert cube.kernel(opaque).id_is_stable is False
+    assert cube.kernel(C.uses_everything).id_is_stable is True

@@ -14,7 +14,8 @@ The translator's output (the generated module's text) is decided by:
   numba-cuda versions, and whether numba-cuda's simulator is on (it changes what ``cuda`` is).
 
 A change in any of these gives another key, so a stale translation is never found. A kernel
-whose id is salted per process (``Fingerprint.opaque``) simply never hits in a later process.
+whose id is salted per process (``Kernel.id_is_stable`` is False) is not cached at all: its
+entry could never be found again.
 """
 
 from __future__ import annotations
@@ -43,12 +44,19 @@ def _frame(*parts: bytes) -> bytes:
 
 
 @functools.lru_cache(maxsize=1)
-def translator_digest() -> str:
-    """SHA-256 of the translator's sources and the library versions it targets; read once per
-    process (about 0.4 MB of text: a millisecond or two)."""
+def translator_digest() -> str | None:
+    """SHA-256 of the translator's sources and the library versions it targets, read once per
+    process (about 0.4 MB of text: a millisecond or two); None when the sources cannot be read
+    (an installation without ``.py`` files), and then nothing is cached."""
     digest = hashlib.sha256(_VERSION)
-    for path in (*sorted(_HERE.glob("*.py")), *_KERNEL_SIDE):
-        digest.update(_frame(path.name.encode(), path.read_bytes()))
+    sources = sorted(_HERE.glob("*.py"))
+    try:
+        for path in (*sources, *_KERNEL_SIDE):
+            digest.update(_frame(path.name.encode(), path.read_bytes()))
+    except OSError:
+        return None
+    if not sources:
+        return None
     import numba
     import numpy
 
@@ -81,12 +89,15 @@ def source_positions(py_func: pytypes.FunctionType) -> list[tuple[str, int, str,
     return sorted(found)
 
 
-def translation_key(kernel_id: str, py_func: pytypes.FunctionType, flags: tuple) -> str:
+def translation_key(kernel_id: str, py_func: pytypes.FunctionType, flags: tuple) -> str | None:
     """Hex SHA-256 naming the translation of ``py_func`` (whose id is ``kernel_id``) with
-    ``flags``, as the module docstring lists."""
+    ``flags``, as the module docstring lists; None when the translator's digest is unknown."""
+    translator = translator_digest()
+    if translator is None:
+        return None
     positions = repr(source_positions(py_func)).encode("utf-8", "surrogatepass")
     return hashlib.sha256(_frame(_VERSION, kernel_id.encode(), repr(flags).encode(), positions,
-                                 translator_digest().encode())).hexdigest()
+                                 translator.encode())).hexdigest()
 
 
 def _line_tables(code: pytypes.CodeType) -> bytes:
@@ -107,9 +118,15 @@ def _values_read(fn: pytypes.FunctionType):
             continue
     for kind, chain in references(fn.__code__):
         if kind == "global":
-            value, _ = through_modules(global_value(fn, chain[0]), chain[1:])
-            if value is not UNDEFINED:
-                yield value
+            root = global_value(fn, chain[0])
+        else:
+            try:
+                root = cells[chain[0]].cell_contents
+            except (KeyError, ValueError):
+                continue
+        value, _ = through_modules(root, chain[1:])     # closure.dev as well as config.dev
+        if value is not UNDEFINED:
+            yield value
 
 
 def _functions_in(value, depth: int) -> list:

@@ -175,9 +175,9 @@ def build_program(py_func, boundscheck: bool = False, fastmath: bool | tuple = F
     ``fastmath`` is ``njit``'s (True, or a tuple of LLVM flag names), given to every generated
     function, device functions included, as numba-cuda gives it to the whole NVVM module;
     ``error_model`` likewise (``"python"`` for ``debug=True`` kernels, as numba-cuda does).
-    ``kernel_id`` (``Kernel.id``) lets a translation kept on disk by an earlier process be used
-    instead of translating again (``cachekey`` lists what else its key covers); without it the
-    kernel is always translated.
+    ``kernel_id`` (``Kernel.id``, where it is the same in every process: ``id_is_stable``) lets
+    a translation kept on disk by an earlier process be used instead of translating again
+    (``cachekey`` lists what else its key covers); without it the kernel is always translated.
     Raises ``CompileError`` for kernels the translator refuses. Nothing is compiled by Numba yet:
     that happens on the first call or ``.compile(signature)`` of either dispatcher.
     """
@@ -185,6 +185,7 @@ def build_program(py_func, boundscheck: bool = False, fastmath: bool | tuple = F
     if kernel_id is not None:
         key = cachekey.translation_key(kernel_id, py_func, (bool(boundscheck), fastmath,
                                                             error_model))
+    if key is not None:
         record = codecache.load_translation(key)
         translation = None if record is None else Translation.from_record(record)
     if translation is None:

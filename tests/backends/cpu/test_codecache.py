@@ -294,3 +294,10 @@ def test_new_process_reuses_the_translation_and_an_edit_is_never_stale(cache_dir
     assert run(2.5, 3.0) is True              # its device function edited
     assert run(2.5, 3.0, blank="\n\n") is True    # moved: the generated text names its line
     assert run(2.5, 3.0, blank="\n\n") is False
+
+
+def test_without_a_kernel_id_no_translation_is_kept(cache_dir):
+    """``build_program`` without a kernel id (or for a kernel whose id is salted, which the CPU
+    backend passes as none) translates and keeps no translation file."""
+    build_program(make_kernel(9.5))
+    assert list(cache_dir.glob("translation-*.json")) == []
