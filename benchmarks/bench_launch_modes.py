@@ -9,10 +9,11 @@
 
    - ``import numba_cube``; ``import numba``; the kernel's module (its ``from numba import cuda``
      is numba-cuda's import); ``cube.client("cpu")``; the kernel id (``Kernel.id``);
-     ``import`` of ``backends/cpu/translate.py`` (which imported the whole translator before
-     issue 15);
-   - inside the first launch (``client.launch`` + ``client.read``): the translation (the cache
-     lookup, or the translator's imports and run), loading the generated module
+   - the first launch (``client.launch`` + ``client.read``): the ``import`` of
+     ``backends/cpu/translate.py`` it does (which imported the whole translator before issue
+     15; done just before the launch here so that the launch's parts can be timed), the
+     translation (the cache lookup, or the translator's imports and run), loading the generated
+     module
      (``codecache.load_module``), Numba (the outermost ``Dispatcher.compile``: its cache load,
      or the compile), the id check before compiling (``Kernel.check_frozen``), and the rest (the
      runtime, the kernel's run).
@@ -73,7 +74,8 @@ def block_sum_{tag}(x, y):
 
 #: what a child measures, in the order it prints them
 STAGES = ("import numba_cube", "import numba", "kernel module (numba.cuda)", "client",
-          "kernel id", "import translate.py", "launch: translation", "launch: load module",
+          "kernel id", "buffers", "launch: import translate.py", "launch: translation",
+          "launch: load module",
           "launch: Numba cache load/compile", "launch: id check", "launch: the rest", "first launch",
           "whole process")
 
@@ -97,8 +99,14 @@ lap("client")
 k = cube.kernel(getattr(mod, {fname!r}))
 k.id
 lap("kernel id")
+x, y = c.create(np.ones(1 << 16)), c.create(np.zeros(1 << 16))
+c.sync()
+lap("buffers")
+# The first launch imports translate.py (before issue 15 that was the whole translator): timed
+# here, as the launch's first part, so that the launch's own pieces can be timed below.
 from numba_cube.backends.cpu import codecache, translate
-lap("import translate.py")
+lap("launch: import translate.py")
+launch_start = t
 from numba.core.dispatcher import Dispatcher
 spent = {{"build": 0.0, "load": 0.0, "numba": 0.0, "check": 0.0}}
 depth = [0]
@@ -117,22 +125,22 @@ translate.build_program = timing(translate.build_program, "build")
 codecache.load_module = timing(codecache.load_module, "load")
 Dispatcher.compile = timing(Dispatcher.compile, "numba", outermost=True)
 type(k).check_frozen = timing(type(k).check_frozen, "check")
-x, y = c.create(np.ones(1 << 16)), c.create(np.zeros(1 << 16))
 if {mode!r} == "dry":
     with cube.dry_run():
         {launch}
     c.sync()
     spent.update(build=0.0, load=0.0, numba=0.0, check=0.0)
-t = time.perf_counter()
+    launch_start = t = time.perf_counter()
 {launch}
 c.read(y)
-lap("first launch")
+lap("launch itself")
+T["first launch"] = time.perf_counter() - launch_start
 T["whole process"] = time.perf_counter() - t0
 T["launch: translation"] = spent["build"] - spent["load"]
 T["launch: load module"] = spent["load"]
 T["launch: Numba cache load/compile"] = spent["numba"]
 T["launch: id check"] = spent["check"]
-T["launch: the rest"] = T["first launch"] - spent["build"] - spent["numba"] - spent["check"]
+T["launch: the rest"] = T["launch itself"] - spent["build"] - spent["numba"] - spent["check"]
 print("TIMES", json.dumps(T))
 """
 
@@ -170,6 +178,9 @@ print("TIMES", json.dumps({{"import numba": t1 - t0, "first call": t3 - t2, "who
 
 def run_child(code: str, env_extra: dict) -> dict:
     env = {**os.environ, **env_extra}
+    # Imports as from an installed package: .pyc files written once and then read (a new
+    # process without them compiles numba_cube's modules again, tens of milliseconds).
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                          timeout=600)
     if out.returncode:
@@ -184,7 +195,7 @@ def kernel_child(kind: str, mode: str, cache_dir: str, tag: str, salt: float, tm
     with open(os.path.join(tmp, f"k_{tag}.py"), "w") as f:
         f.write(source.format(salt=salt, tag=tag))
     code = CHILD.format(tag=tag, fname=fname, mode=mode, tmp=tmp, launch=launch)
-    return run_child(code, {"NUMBA_CUBE_CACHE_DIR": cache_dir, "PYTHONDONTWRITEBYTECODE": "1"})
+    return run_child(code, {"NUMBA_CUBE_CACHE_DIR": cache_dir})
 
 
 def alternate(cold, warm, repeats: int) -> tuple[list[dict], list[dict]]:
@@ -212,11 +223,15 @@ def breakdown(title: str, warm: dict, cold: dict, stages, goal_row: str) -> None
 def main(repeats: int = 3):
     with tempfile.TemporaryDirectory() as tmp:
         salt = time.time()
-        t = Table("launch modes: what a dry run buys")
-        cold = kernel_child("saxpy", "plain", os.path.join(tmp, "d1"), "d1", salt, tmp)
-        dry = kernel_child("saxpy", "dry", os.path.join(tmp, "d2"), "d2", salt, tmp)
-        t.row("first real launch after a dry run", dry["first launch"], cold["first launch"],
-              "first launch without one", goal=0.1)
+        t = Table(f"launch modes: what a dry run buys (median of {repeats})")
+        plain, dry = [], []
+        for r in range(repeats):             # each child its own kernel module and cache
+            plain.append(kernel_child("saxpy", "plain", os.path.join(tmp, f"p{r}"), f"p{r}",
+                                      salt, tmp))
+            dry.append(kernel_child("saxpy", "dry", os.path.join(tmp, f"d{r}"), f"d{r}", salt,
+                                    tmp))
+        t.row("first real launch after a dry run", medians(dry)["first launch"],
+              medians(plain)["first launch"], "first launch without one", goal=0.1)
 
         for n, kind in enumerate(KERNELS):
             tag = f"w{n}"                    # one kernel module; each cold child its own cache
@@ -233,8 +248,7 @@ def main(repeats: int = 3):
                             ("ser", "njit(cache=True)")):
             def bare_child(r):
                 code = REFERENCE_CHILD.format(tmp=tmp, tag="r", fname=fname)
-                return run_child(code, {"NUMBA_CACHE_DIR": os.path.join(tmp, f"nb_{fname}{r}"),
-                                        "PYTHONDONTWRITEBYTECODE": "1"})
+                return run_child(code, {"NUMBA_CACHE_DIR": os.path.join(tmp, f"nb_{fname}{r}")})
             colds, warms = alternate(bare_child, lambda: bare_child(0), repeats)
             breakdown(f"Numba's own floor: a bare {what} function (median of {repeats})",
                       medians(warms), medians(colds), ("import numba", "first call",

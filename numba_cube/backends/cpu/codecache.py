@@ -14,9 +14,10 @@ Generated code is code that will be executed, so:
   directory): private to this user, ``__pycache__`` included, or replaced for this process by a
   private temporary directory (with a warning), because anyone who can write there could plant
   code;
-- what runs is always the text the translator just produced, compiled from memory, never the
-  bytes found on disk; a file on disk whose bytes differ from that text (corrupt, truncated,
-  foreign) is replaced atomically and is never executed. No ``.pyc`` is written or read;
+- what runs is always the text given to ``load_module`` (the translator's, or a sealed
+  translation below), compiled from memory, never the bytes found in the ``.py`` file; a file
+  whose bytes differ from that text (corrupt, truncated, foreign) is replaced atomically and is
+  never executed. No ``.pyc`` is written or read;
 - a new file is written to a temp file in the same directory and published with ``os.link``
   (fails if the name exists, so a concurrent writer's good file is never replaced) or
   ``os.replace``; readers therefore never see a torn file;
