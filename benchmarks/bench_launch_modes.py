@@ -20,9 +20,10 @@
 
    The reference for Numba's own floor is a bare ``@njit(parallel=True, cache=True)`` function
    (and a serial ``@njit(cache=True)`` one) in a file, first called in a new process with a warm
-   and a cold ``NUMBA_CACHE_DIR``. Times are medians over ``--repeats`` children of each kind (3
-   by default), warm and cold children alternating so that the drift of a shared machine hits
-   both alike.
+   and a cold ``NUMBA_CACHE_DIR``. Times are medians over ``--repeats`` children of each kind
+   (3 by default), warm and cold children alternating so that the drift of a shared machine
+   hits both alike; the CPU-time rows (the process's, all its threads) move less than wall
+   times with the machine's load.
 
 Run: ``python benchmarks/bench_launch_modes.py [--repeats N]``
 """
@@ -75,14 +76,15 @@ def block_sum_{tag}(x, y):
 #: what a child measures, in the order it prints them
 STAGES = ("import numba_cube", "import numba", "kernel module (numba.cuda)", "client",
           "kernel id", "buffers", "launch: import translate.py", "launch: translation",
-          "launch: load module",
-          "launch: Numba cache load/compile", "launch: id check", "launch: the rest", "first launch",
-          "whole process")
+          "launch: load module", "launch: Numba cache load/compile", "launch: id check",
+          "launch: the rest", "first launch", "first launch, CPU time", "whole process",
+          "whole process, CPU time")
 
 CHILD = """
 import json, importlib, sys, time
 T = {{}}
 t0 = t = time.perf_counter()
+cpu0 = time.process_time()
 def lap(name):
     global t
     now = time.perf_counter(); T[name] = now - t; t = now
@@ -104,9 +106,9 @@ c.sync()
 lap("buffers")
 # The first launch imports translate.py (before issue 15 that was the whole translator): timed
 # here, as the launch's first part, so that the launch's own pieces can be timed below.
+launch_start, launch_cpu = t, time.process_time()
 from numba_cube.backends.cpu import codecache, translate
 lap("launch: import translate.py")
-launch_start = t
 from numba.core.dispatcher import Dispatcher
 spent = {{"build": 0.0, "load": 0.0, "numba": 0.0, "check": 0.0}}
 depth = [0]
@@ -131,11 +133,14 @@ if {mode!r} == "dry":
     c.sync()
     spent.update(build=0.0, load=0.0, numba=0.0, check=0.0)
     launch_start = t = time.perf_counter()
+    launch_cpu = time.process_time()
 {launch}
 c.read(y)
 lap("launch itself")
 T["first launch"] = time.perf_counter() - launch_start
+T["first launch, CPU time"] = time.process_time() - launch_cpu
 T["whole process"] = time.perf_counter() - t0
+T["whole process, CPU time"] = time.process_time() - cpu0
 T["launch: translation"] = spent["build"] - spent["load"]
 T["launch: load module"] = spent["load"]
 T["launch: Numba cache load/compile"] = spent["numba"]
@@ -169,10 +174,11 @@ t1 = time.perf_counter()
 sys.path.insert(0, {tmp!r})
 import bare_{tag} as m
 x, y = np.ones(1 << 16), np.zeros(1 << 16)
-t2 = time.perf_counter()
+t2, c2 = time.perf_counter(), time.process_time()
 m.{fname}(2.0, x, y)
-t3 = time.perf_counter()
-print("TIMES", json.dumps({{"import numba": t1 - t0, "first call": t3 - t2, "whole process": t3 - t0}}))
+t3, c3 = time.perf_counter(), time.process_time()
+print("TIMES", json.dumps({{"import numba": t1 - t0, "first call": t3 - t2,
+                           "first call, CPU time": c3 - c2, "whole process": t3 - t0}}))
 """
 
 
@@ -252,7 +258,8 @@ def main(repeats: int = 3):
             colds, warms = alternate(bare_child, lambda: bare_child(0), repeats)
             breakdown(f"Numba's own floor: a bare {what} function (median of {repeats})",
                       medians(warms), medians(colds), ("import numba", "first call",
-                                                       "whole process"), "first call")
+                                                       "first call, CPU time", "whole process"),
+                      "first call")
 
 
 if __name__ == "__main__":
