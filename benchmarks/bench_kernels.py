@@ -62,7 +62,7 @@ import numpy as np
 import numba
 from numba import cuda, get_num_threads, njit, prange
 
-from common import Table, median_time
+from common import Table, loop_peak, median_time, report_peaks
 
 import numba_cube as cube
 
@@ -647,6 +647,7 @@ def section_njit(client, quick):
     t = Table("classic kernels: CPU backend vs hand-written njit(parallel=True) + prange")
     info = []
     ratios = {}
+    peaks = {}                                       # memory column (issue 15), see loop_peak
     repeats = 2 if quick else 9
     for name, make, expected, (ref_fn, ref_args, ref_out), np_fn, tol, sizes in selected():
         size = sizes[1] if quick else sizes[0]
@@ -657,6 +658,8 @@ def section_njit(client, quick):
         check(read(), exp, tol, f"numba_cube {name}")
         run()                                        # a second run: resets work too
         check(read(), exp, tol, f"numba_cube {name}, second run")
+        peaks[name] = loop_peak(run, sum(b.nbytes for b in prog.buffers.values()),
+                                client.server.pool)
         args = ref_args(prog.buffers)
         ref_fn(*args)                                # compile the reference
         check([args[ref_out]], exp, tol, f"reference {name}")
@@ -692,6 +695,7 @@ def section_njit(client, quick):
     verdict = "met" if geo <= 1.25 else "NOT met"
     print(f"{'geometric mean of the ratios':46} {geo:7.3f}  (goal <= 1.25: {verdict}); "
           f"worst: {worst} {ratios[worst]:.2f}x; above 2x: {', '.join(over) or 'none'}")
+    report_peaks(peaks)
     ti = Table("for information: NumPy, a cache-blocked transpose, the stencil's index order")
     for label, ours, theirs, what in info:
         ti.row(label, ours, theirs, what)

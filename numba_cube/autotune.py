@@ -45,7 +45,6 @@ from __future__ import annotations
 import hashlib
 import inspect
 import os
-import statistics
 import sys
 import threading
 import time
@@ -53,7 +52,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from . import config
-from .autotune_store import ResultStore
 from .errors import LaunchFailure
 from .runtime.handle import Handle
 from .runtime.launch_log import record_launches
@@ -135,7 +133,7 @@ class Tuner:
         with self._lock:
             hit = self._results.get(ck)
             if hit is None and _disk_cache_on():
-                stored = ResultStore().load().get(ck)
+                stored = _store().load().get(ck)
                 if stored is not None and stored["best"] in self.candidates:
                     hit = self._results[ck] = TuneResult(
                         stored["best"], stored["timings"], stored["disqualified"],
@@ -151,7 +149,7 @@ class Tuner:
                 return                      # another thread retuned (or dropped) it meanwhile
             del self._results[ck]
             if _disk_cache_on():
-                ResultStore().drop(ck)      # gone even if the new tuning fails
+                _store().drop(ck)           # gone even if the new tuning fails
             self._measure_and_keep(ck, client, args, kwargs, stale=stale, seen=seen)
 
     def _measure_and_keep(self, ck, client, args, kwargs, stale=None, seen=frozenset()):
@@ -162,7 +160,7 @@ class Tuner:
             result.launched = result.launched | stale.launched | seen
         self._results[ck] = result
         if _disk_cache_on():
-            ResultStore().store(ck, result.entry())
+            _store().store(ck, result.entry())
         return result
 
     def _measure(self, client, args, kwargs) -> TuneResult:
@@ -210,9 +208,20 @@ class Tuner:
                 raise failed
             return elapsed
 
+        import statistics                   # here: `import numba_cube` need not load it
+
         for _ in range(self.warmup):
             once()
         return statistics.median(once() for _ in range(self.samples))
+
+
+def _store():
+    """A ``ResultStore`` (``autotune.json``), imported at the first tuning: its file lock
+    (``filelock``) is 10-15 ms of ``import numba_cube`` that a process which never tunes
+    need not pay."""
+    from .autotune_store import ResultStore
+
+    return ResultStore()
 
 
 def _disk_cache_on() -> bool:

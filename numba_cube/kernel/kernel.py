@@ -150,6 +150,13 @@ class Kernel:
             digest = hashlib.sha256((digest + self._salt).encode()).hexdigest()
         return f"{self.name}-{digest[:12]}"
 
+    @property
+    def id_is_stable(self) -> bool:
+        """Whether ``id`` is the same in every process: False when something the kernel reads has
+        no faithful encoding and the id is salted for this process (on-disk caches then skip
+        it: an entry would never be found again)."""
+        return not self._fingerprint().opaque
+
     def _fingerprint(self) -> Fingerprint:
         with self._freeze_lock:
             if self._frozen is None:

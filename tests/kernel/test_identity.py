@@ -222,3 +222,43 @@ def test_plain_functions_are_opaque():
         return cube.kernel(k)
 
     assert make().id != make().id
+
+
+def _source_shapes():
+    """Functions whose source is read in different ways: decorated, nested in a factory, a
+    lambda, a device function, a kernel with a comment above its decorator, and one typed into
+    a REPL (registered in linecache only)."""
+    import linecache
+
+    text = "def typed(x, out):\n    out[0] = x  # in a REPL\n"
+    linecache.cache["<stdin-identity-test>"] = (len(text), None, text.splitlines(True),
+                                                "<stdin-identity-test>")
+    namespace = {}
+    exec(compile(text, "<stdin-identity-test>", "exec"), namespace)
+    shapes = [C.dev_scale.py_func, C.make_add(2).py_func, C.make_block_sum(64).py_func,
+              C.uses_everything, namespace["typed"], lambda a: a + 1]
+    return [getattr(f, "__code__") for f in shapes]
+
+
+def test_source_read_for_the_id_is_inspects():
+    """The source text that goes into an id is exactly ``inspect.getsource``'s (it is read
+    without inspect's scan of every imported module, which a new process would pay)."""
+    import inspect
+
+    from numba_cube.kernel import identity
+
+    for code in _source_shapes():
+        assert identity._definition_text(code) == inspect.getsource(code), code.co_name
+
+
+def test_id_is_stable_says_whether_the_id_is_salted():
+    """``Kernel.id_is_stable`` is True for a kernel whose id is the same in every process, and
+    False for one that reads an object with no faithful encoding (its id is salted)."""
+    def reads_config(out):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = CONFIG.scale      # noqa: F821 - from the globals given below
+
+    opaque = types.FunctionType(reads_config.__code__, {"cuda": cuda, "CONFIG": _Opaque()})
+    assert cube.kernel(opaque).id_is_stable is False
+    assert cube.kernel(C.uses_everything).id_is_stable is True

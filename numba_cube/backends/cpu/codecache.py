@@ -14,19 +14,29 @@ Generated code is code that will be executed, so:
   directory): private to this user, ``__pycache__`` included, or replaced for this process by a
   private temporary directory (with a warning), because anyone who can write there could plant
   code;
-- what runs is always the text the translator just produced, compiled from memory, never the
-  bytes found on disk; a file on disk whose bytes differ from that text (corrupt, truncated,
-  foreign) is replaced atomically and is never executed. No ``.pyc`` is written or read;
+- what runs is always the text given to ``load_module`` (the translator's, or a sealed
+  translation below), compiled from memory, never the bytes found in the ``.py`` file; a file
+  whose bytes differ from that text (corrupt, truncated, foreign) is replaced atomically and is
+  never executed. No ``.pyc`` is written or read;
 - a new file is written to a temp file in the same directory and published with ``os.link``
   (fails if the name exists, so a concurrent writer's good file is never replaced) or
   ``os.replace``; readers therefore never see a torn file;
 - an existing good file is left untouched, mtime included (nothing would be gained).
+
+A new process need not translate a kernel again: ``store_translation`` keeps the translator's
+output under its ``cachekey.translation_key`` (``<cache dir>/translation-<key32>.json``: the
+module text and what the program needs besides), sealed like Numba's files
+(``numbacache.write_sealed``: an HMAC with this user's key over the key and the payload), and
+``load_translation`` gives it back only when it verifies. So the text that runs is either the
+one the translator just produced or one it produced earlier for the same key, signed by this
+user's numba_cube; a file that fails the check is deleted and the kernel translated again.
 """
 
 from __future__ import annotations
 
 import errno
 import hashlib
+import json
 import os
 import sys
 import tempfile
@@ -103,3 +113,38 @@ def load_module(kernel_name: str, source: str) -> types.ModuleType:
             del sys.modules[modname]
             raise
         return mod
+
+
+def _translation_path(key: str) -> Path:
+    return config.cache_root() / f"translation-{key[:32]}.json"
+
+
+def _translation_context(key: str) -> tuple[bytes, ...]:
+    # "translation" first: no file of Numba's cache (whose first part is its name) can pass
+    return (b"translation", key.encode())
+
+
+def store_translation(key: str, record: dict) -> None:
+    """Keep ``record`` (JSON-able: the generated text and what ``translate`` needs besides) as
+    the translation for ``key``; an unwritable cache directory only costs the next process a
+    translation."""
+    payload = json.dumps(record, sort_keys=True).encode("utf-8")
+    try:
+        numbacache.write_sealed(config.cache_root(), str(_translation_path(key)),
+                                _translation_context(key), payload)
+    except OSError:
+        pass
+
+
+def load_translation(key: str) -> dict | None:
+    """The record ``store_translation`` kept for ``key``, verified; None when there is none, or
+    when it fails verification or does not parse (it is then deleted or overwritten)."""
+    payload = numbacache.read_sealed(config.cache_root(), str(_translation_path(key)),
+                                     _translation_context(key))
+    if payload is None:
+        return None
+    try:
+        record = json.loads(payload)
+    except ValueError:                          # verified yet unreadable: translate again
+        return None
+    return record if isinstance(record, dict) else None

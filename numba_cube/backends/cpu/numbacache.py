@@ -53,7 +53,7 @@ from numba.core.serialize import dumps
 from numba_cube import config
 
 __all__ = ["adopt", "AuthenticatedCache", "AuthenticatedCacheFile", "read_private", "secret_key",
-           "KEY_NAME", "PYCACHE"]
+           "write_sealed", "read_sealed", "KEY_NAME", "PYCACHE"]
 
 KEY_NAME = "numba-cache.key"
 PYCACHE = config.NUMBA_PYCACHE        # checked private by config.cache_root()
@@ -194,33 +194,48 @@ class AuthenticatedCacheFile:
         return self._data_name_pattern.format(number=number)
 
     # -- signed files ---------------------------------------------------------------------------
-    def _tag(self, key: bytes, name: str, binding: bytes, payload: bytes) -> bytes:
-        mac = hmac.new(key, _DOMAIN, hashlib.sha256)
-        for part in (name.encode("utf-8"), self._source_stamp, binding):
-            mac.update(len(part).to_bytes(8, "little") + part)     # unambiguous framing
-        mac.update(payload)
-        return mac.digest()
-
     def _write(self, name: str, payload: bytes, binding: bytes) -> None:
-        tag = self._tag(secret_key(self._root), name, binding, payload)
-        _write_atomically(os.path.join(self._cache_path, name), MAGIC + tag + payload)
+        write_sealed(self._root, os.path.join(self._cache_path, name),
+                     (name.encode("utf-8"), self._source_stamp, binding), payload)
 
     def _read(self, name: str, binding: bytes) -> bytes | None:
         """The verified payload of ``name``, or None (missing, or failed and deleted)."""
-        path = os.path.join(self._cache_path, name)
-        found = read_private(path)
-        if found is None:
-            if os.path.lexists(path):
-                _discard(path, None)        # a symlink or a file of another user: not ours
-            return None
-        raw, st = found
-        split = len(MAGIC) + _TAG_BYTES
-        head, tag, payload = raw[:len(MAGIC)], raw[len(MAGIC):split], raw[split:]
-        expected = self._tag(secret_key(self._root), name, binding, payload)
-        if head != MAGIC or not hmac.compare_digest(tag, expected):
-            _discard(path, st)              # before anything unpickles it
-            return None
-        return payload
+        return read_sealed(self._root, os.path.join(self._cache_path, name),
+                           (name.encode("utf-8"), self._source_stamp, binding))
+
+
+def _tag(key: bytes, context: tuple[bytes, ...], payload: bytes) -> bytes:
+    mac = hmac.new(key, _DOMAIN, hashlib.sha256)
+    for part in context:
+        mac.update(len(part).to_bytes(8, "little") + part)     # unambiguous framing
+    mac.update(payload)
+    return mac.digest()
+
+
+def write_sealed(root: Path, path: str, context: tuple[bytes, ...], payload: bytes) -> None:
+    """Publish ``MAGIC + HMAC + payload`` at ``path`` (in the cache directory ``root``), the MAC
+    over ``context`` (what the file stands for: its name, what it was made from) and ``payload``
+    with this user's key. ``codecache`` seals its translations this way too."""
+    tag = _tag(secret_key(root), context, payload)
+    _write_atomically(path, MAGIC + tag + payload)
+
+
+def read_sealed(root: Path, path: str, context: tuple[bytes, ...]) -> bytes | None:
+    """The payload of the file ``write_sealed`` wrote at ``path`` for ``context``, verified
+    before anything parses it; None if missing, or if it fails (then it is deleted)."""
+    found = read_private(path)
+    if found is None:
+        if os.path.lexists(path):
+            _discard(path, None)            # a symlink or a file of another user: not ours
+        return None
+    raw, st = found
+    split = len(MAGIC) + _TAG_BYTES
+    head, tag, payload = raw[:len(MAGIC)], raw[len(MAGIC):split], raw[split:]
+    expected = _tag(secret_key(root), context, payload)
+    if head != MAGIC or not hmac.compare_digest(tag, expected):
+        _discard(path, st)                  # before anything unpickles or executes it
+        return None
+    return payload
 
 
 def _key_digest(key) -> bytes:

@@ -176,7 +176,9 @@ class CpuBackend(HostBackend):
 
             boundscheck, fastmath, error_model = flags
             prog = self._programs[key] = build_program(kernel.py_func, boundscheck=boundscheck,
-                                                       fastmath=fastmath, error_model=error_model)
+                                                       fastmath=fastmath, error_model=error_model,
+                                                       kernel_id=kernel.id if kernel.id_is_stable
+                                                       else None)
         return prog
 
     def compile(self, kernel, arg_types, extras, options):

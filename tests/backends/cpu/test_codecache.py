@@ -200,3 +200,104 @@ def test_second_process_hits_numbas_cache(cache_dir, tmp_path):
             (pycache / name).write_bytes(b"\x80\x04garbage")
     assert run()[1] == "0"
     assert int(run()[1]) > 0
+
+
+def test_translation_is_kept_sealed_and_a_forged_one_never_runs(cache_dir, tmp_path):
+    """With a kernel id, ``build_program`` keeps its translation on disk, sealed; a file whose
+    payload was changed (here: to code that leaves a marker) fails verification, is never
+    executed, and the kernel is translated again and kept anew."""
+    import json
+
+    from numba_cube.backends.cpu import cachekey
+
+    func = make_kernel(8.5)
+    kernel_id = f"fill-forged-{os.getpid()}"
+    prog = build_program(func, kernel_id=kernel_id)
+    key = cachekey.translation_key(kernel_id, func, (False, False, "numpy"))
+    assert codecache.load_translation(key)["source"] == prog.source
+    [path] = cache_dir.glob("translation-*.json")
+    raw = path.read_bytes()
+    start = raw.index(b'{"dynamic_shared"')     # MAGIC + tag (random bytes), then the JSON
+    record = json.loads(raw[start:])
+    marker = tmp_path / "was_executed"
+    record["source"] = f"open({str(marker)!r}, 'w').write('x')\n" + record["source"]
+    path.write_bytes(raw[:start] + json.dumps(record, sort_keys=True).encode())
+    forget(prog)
+    again = build_program(func, kernel_id=kernel_id)
+    assert not marker.exists()
+    assert again.source == prog.source
+    assert codecache.load_translation(key)["source"] == prog.source     # sealed again
+    a = np.zeros(5)
+    again.serial(1, 1, 1, 8, 1, 1, a)
+    assert (a == 8.5).all()
+
+
+WARM_SCRIPT = textwrap.dedent("""
+    import json, sys
+    sys.path.insert(0, {tmp!r})
+    import numpy as np
+    import numba_cube as cube
+    import kmod
+
+    client = cube.client("cpu")
+    out = client.empty(64, np.float64)
+    client.launch(cube.kernel(kmod.fill), 1, 64, out)
+    print(json.dumps({{"values": client.read(out).tolist(),
+                      "translated": "numba_cube.backends.cpu.codegen" in sys.modules}}))
+""")
+
+KMOD = textwrap.dedent("""
+    from numba import cuda
+    from kdev import scale
+    {blank}
+    def fill(a):
+        i = cuda.grid(1)
+        if i < a.size:
+            a[i] = scale(i) + {value}
+""")
+
+KDEV = textwrap.dedent("""
+    from numba import cuda
+
+    @cuda.jit(device=True)
+    def scale(i):
+        return i * {factor}
+""")
+
+
+def test_new_process_reuses_the_translation_and_an_edit_is_never_stale(cache_dir, tmp_path):
+    """A second process launching the same kernel does not run the translator (its modules are
+    never imported) and computes what NumPy computes; after an edit of the kernel, of a device
+    function it calls from another module, or a move of the kernel in its file, the next process
+    translates again and computes the edited kernel's values."""
+    import json
+
+    script = tmp_path / "child.py"
+    script.write_text(WARM_SCRIPT.format(tmp=str(tmp_path)))
+    env = dict(os.environ, NUMBA_CUBE_CACHE_DIR=str(cache_dir), PYTHONDONTWRITEBYTECODE="1")
+    env.pop("NUMBA_CACHE_DIR", None)
+
+    def run(value, factor, blank=""):
+        (tmp_path / "kmod.py").write_text(KMOD.format(value=value, blank=blank))
+        (tmp_path / "kdev.py").write_text(KDEV.format(factor=factor))
+        r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                           env=env, timeout=300, cwd=str(tmp_path))
+        assert r.returncode == 0, r.stderr[-2000:]
+        found = json.loads(r.stdout.strip().splitlines()[-1])
+        expected = np.arange(64) * factor + value
+        np.testing.assert_array_equal(found["values"], expected)
+        return found["translated"]
+
+    assert run(1.5, 2.0) is True              # cold: translated and kept
+    assert run(1.5, 2.0) is False             # warm: the kept translation, no translator
+    assert run(2.5, 2.0) is True              # the kernel edited
+    assert run(2.5, 3.0) is True              # its device function edited
+    assert run(2.5, 3.0, blank="\n\n") is True    # moved: the generated text names its line
+    assert run(2.5, 3.0, blank="\n\n") is False
+
+
+def test_without_a_kernel_id_no_translation_is_kept(cache_dir):
+    """``build_program`` without a kernel id (or for a kernel whose id is salted, which the CPU
+    backend passes as none) translates and keeps no translation file."""
+    build_program(make_kernel(9.5))
+    assert list(cache_dir.glob("translation-*.json")) == []
