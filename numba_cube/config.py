@@ -10,6 +10,7 @@ changes. A bad value warns once and falls back to the default instead of breakin
 | NUMBA_CUBE_BOUNDSCHECK | bounds-check CPU kernels (IndexError becomes a launch failure); Numba's ``NUMBA_BOUNDSCHECK`` wins when set (``boundscheck_forced``) | 0 (``BOUNDSCHECK_DEFAULT``) |
 | NUMBA_CUBE_MAX_TASKS | queued launches per stream before it executes | 32 |
 | NUMBA_CUBE_STREAM_WORKERS | most worker threads running a host device's streams (CPU backend) | twice the CPUs, at least 4 |
+| NUMBA_CUBE_INLINE_US | a host-backend launch whose kernel last ran at most this many microseconds runs on the issuing thread (``runtime/warm_host.py``); 0 queues every launch to a stream worker | 200 |
 | NUMBA_CUBE_SERIAL_UNITS | below this many units a CPU launch runs the serial twin | 32768 |
 | NUMBA_CUBE_DEPENDENCY_RULE | ``hazard`` (read/write sets) or ``baseline`` (any shared buffer) | hazard |
 | NUMBA_CUBE_AUTOTUNE_CACHE | 0 turns the on-disk autotune cache off | 1 |
@@ -42,7 +43,7 @@ VARIABLES = (
     "NUMBA_CUBE_DEVICE", "NUMBA_CUBE_CACHE_DIR", "NUMBA_CUBE_BOUNDSCHECK", "NUMBA_CUBE_MAX_TASKS",
     "NUMBA_CUBE_SERIAL_UNITS", "NUMBA_CUBE_DEPENDENCY_RULE", "NUMBA_CUBE_AUTOTUNE_CACHE",
     "NUMBA_CUBE_DISABLE_PLUGIN_AUTOLOAD", "NUMBA_CUBE_PROFILE_LOG", "NUMBA_CUBE_CUDA_DYNAMIC_COUNT",
-    "NUMBA_CUBE_STREAM_WORKERS",
+    "NUMBA_CUBE_STREAM_WORKERS", "NUMBA_CUBE_INLINE_US",
 )
 
 _declared: dict[str, str] = {}  # variables declared by plugins -> who declared them

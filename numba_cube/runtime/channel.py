@@ -4,10 +4,11 @@ The server's compile cache, scheduler state and memory table are touched by one 
 and need no locks of their own. Two ways to give it that, behind one interface:
 
 - ``ThreadChannel``: a runner thread per device. ``submit`` is fire-and-forget, ``call`` waits
-  for the answer and re-raises a server-side exception on the caller. Best where the backend's
-  work runs on the host (the CPU backend): compiles and bookkeeping leave the issuing thread free.
-- ``InlineChannel``: the server runs on the issuing thread under the device's lock. Best where the
-  driver call is itself asynchronous and a thread hop would cost more than the launch (CUDA).
+  for the answer and re-raises a server-side exception on the caller. The issuing thread is free
+  while the device thread compiles; every operation costs a hop between threads.
+- ``InlineChannel``: the server runs on the issuing thread under the device's lock. Best where a
+  thread hop would cost more than the launch: CUDA (the driver call is itself asynchronous) and
+  the CPU backend (its warm path runs short kernels right there: ``warm_host.py``).
 
 Either way the server receives everything (stream id, launch mode) as arguments and never reads
 the caller's thread-local state. FIFO order of one channel is what makes "launch, then read" from
@@ -50,6 +51,12 @@ class ThreadChannel:
 
     def submit(self, fn, *args) -> None:
         """Queue ``fn(*args)`` on the device thread and return at once."""
+        self._queue.put((fn, args, None))
+
+    def post(self, fn, *args) -> None:
+        """Run ``fn(*args)`` after everything submitted before, without ever blocking: what a
+        finalizer uses (it runs on whatever thread dropped the object, which may hold a lock of
+        its own). Here, the same as ``submit``."""
         self._queue.put((fn, args, None))
 
     def call(self, fn, *args):
@@ -111,6 +118,28 @@ class InlineChannel:
             self.call(fn, *args)
         except BaseException as exc:  # noqa: BLE001 - same contract as ThreadChannel.submit
             self._keep_fault(fn, exc)
+
+    def post(self, fn, *args) -> None:
+        """Run ``fn(*args)`` after everything submitted before, without ever blocking: what a
+        finalizer uses. A finalizer runs on whatever thread dropped the object -- the garbage
+        collector may run it on a stream worker holding its pool's lock, or inside the ledger's
+        lock -- and waiting there for the device lock, whose holder may be waiting for that same
+        lock, would deadlock. So when the lock is not free at once the operation is deferred to
+        the end of the operation in progress, or of the next one (a release of memory, the one
+        user, may come late, never early)."""
+        if not self.lock._is_owned() and self.lock.acquire(blocking=False):
+            try:
+                self.depth += 1
+                try:
+                    fn(*args)
+                except BaseException as exc:  # noqa: BLE001 - same contract as submit
+                    self._keep_fault(fn, exc)
+                finally:
+                    self.leave()
+            finally:
+                self.lock.release()
+            return
+        self._deferred.append((fn, args))
 
     def call(self, fn, *args):
         with self.lock:

@@ -150,7 +150,8 @@ class Allocation:
         # submitted just before the drop (``client.launch(k, n, d, client.create(a), out)``) found
         # its memory already freed by the drain at the start of op_launch (KeyError on the device
         # thread: a DeviceFault), or not yet registered as a user, so reusable too early.
-        self._finalizer = weakref.finalize(self, server.channel.submit, server.release_memory, memory_id)
+        # ``post``, not ``submit``: a finalizer must never block (channel.py says why).
+        self._finalizer = weakref.finalize(self, server.channel.post, server.release_memory, memory_id)
 
 
 class Handle:

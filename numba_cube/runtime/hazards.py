@@ -129,18 +129,21 @@ class HazardTracker:
 
     def register_solo(self, task, read_states: tuple, write_states: tuple) -> bool:
         """The warm path of ``register`` (see the module docstring): if every buffer's live
-        entries are of ``task``'s own stream, record ``task`` on them and return True (it waits
-        for nothing). Otherwise change nothing and return False: the caller uses ``register``.
+        entries are of ``task``'s own stream (once the finished entries of other streams are
+        dropped), record ``task`` on them and return True (it waits for nothing). Otherwise change nothing and return False: the caller uses ``register``.
 
         ``read_states`` are the states of the buffers only read, ``write_states`` those written
         (read or not), as ``states`` returned them. Not for the baseline rule."""
         stream = task.stream
-        for st in write_states:
-            if st.solo is not stream:
-                return False
-        for st in read_states:
-            if st.solo is not stream:
-                return False
+        only = self._only
+        for states in (write_states, read_states):
+            for st in states:
+                if st.solo is not stream:
+                    # Entries of other streams that are all finished order nothing: dropped,
+                    # the buffer is this stream's alone (the truth, whatever the others say).
+                    if not only(st, stream):
+                        return False
+                    st.solo = stream
         # Same effect as register's loop: a write replaces the writer and clears the readers
         # (all of this stream, which ordered them), a read becomes this stream's last reader.
         # last_stream/last_task serve the baseline rule only, which never comes here.

@@ -12,7 +12,12 @@ the mechanism the policy server (``server.py``) drives, the same for all of them
   looked up first, and only on its miss the *compile key* of the backend's own argument types
   (CONTRACT.md 1.2), which several signature keys may share;
 - dispatch: the bound launch's views with this launch's scalars, run by a task inside the
-  execute scope (``dispatch.run_recorded``); graphs are software graphs (``capture.Graph``).
+  execute scope (``dispatch.run_recorded``); graphs are software graphs (``capture.Graph``);
+- on a server whose channel is an ``InlineChannel`` (the CPU backend), the warm path
+  (``warm_host.py``): a repeated launch is one match and the kernel call, and any short dispatch
+  or host write with nothing to wait for runs on the issuing thread instead of hopping to a worker;
+- borrowed memory: another library's arrays a backend describes (``HostBackend.foreign_memory``),
+  adopted by the policy of ``borrowed.py``.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from ..errors import CompileError
 from ..kernel.kernel import resolve_access
 from . import observers
 from .borrowed import BorrowedMemory
+from .channel import InlineChannel
 from .capture import Graph
 from .composite import COMPOSITE_TYPES, analysis_entry, composite_bindings
 from .dispatch import Recorded, regions_of, run_recorded
@@ -37,6 +43,7 @@ from .handle import Binding
 from .host_streams import HostStreams, Task
 from .memory import ALIGNMENT
 from .requests import refusal_of
+from .warm_host import WarmLaunches
 
 __all__ = ["HostMechanism", "HostBoundLaunch", "CacheEntry", "alignment_of"]
 
@@ -96,26 +103,36 @@ class HostMechanism(DeviceMechanism):
         #: another library's arrays bound without a copy (``borrowed.py``), for a backend that
         #: describes them (``HostBackend.foreign_memory``); the seam exists only for such a one
         self.borrowed_memory = BorrowedMemory()
+        #: the warm path (``warm_host.py``), made in ``attach`` when the server's channel allows it
+        self.warm: WarmLaunches | None = None
         if type(backend).foreign_memory is not HostBackend.foreign_memory:
             self.adopt_foreign = self._adopt_foreign
 
     def attach(self, server) -> HostStreams:
         self.server = server
         self.counters = server.counters
-        return HostStreams(server.device, self.max_tasks, server.record_fault)
+        streams = HostStreams(server.device, self.max_tasks, server.record_fault)
+        # The warm path needs the device lock of an InlineChannel (warm_host.py): on a device
+        # thread every operation is a hop anyway.
+        if type(server.channel) is InlineChannel:
+            self.warm = WarmLaunches(channel=server.channel, ledger=server.ledger,
+                                     hazards=server.hazards, streams=streams,
+                                     drain=server.drain_frees, captures=server.captures,
+                                     task_ids=server.task_ids, stats=server.counters)
+        return streams
 
     def known_options(self) -> frozenset:
         # A backend that declares nothing gets the runtime's portable option only.
         return frozenset(getattr(self.backend, "compile_options", ("boundscheck",)))
 
     def warm_launcher(self):
-        return None     # a launch here is a queue hop anyway: nothing to make warm
+        return self.warm.fire if self.warm is not None else None
 
     def fold_counts(self, counters) -> None:
         """Everything is counted in the server's counters already."""
 
     def cache_sizes(self) -> dict:
-        return {}
+        return {"warm_launches": len(self.warm)} if self.warm is not None else {}
 
     def is_device_fault(self, exc: BaseException) -> bool:
         return True     # a worker thread that raised outside a scope is a broken device
@@ -131,6 +148,8 @@ class HostMechanism(DeviceMechanism):
         self.backend.release(memory)
 
     def before_free(self, memory_id: int) -> bool:
+        if self.warm is not None:
+            self.warm.forget(memory_id)
         # Borrowed bytes belong to another library: never to the pool.
         return not (self.borrowed_memory and self.borrowed_memory.release_id(memory_id))
 
@@ -165,7 +184,11 @@ class HostMechanism(DeviceMechanism):
             view[...] = staged
             ledger.record((region,), None)
 
-        return Task(copy, stream, "host-write")
+        task = Task(copy, stream, "host-write")
+        # With nothing to wait for, it may copy at once, on the issuing thread (the caller
+        # already paid one copy of these bytes to stage them): HostStreams.enqueue decides.
+        task.inline = self.warm is not None
+        return task
 
     def before_sync(self) -> None:
         """Nothing held for finished work."""
@@ -232,6 +255,13 @@ class HostMechanism(DeviceMechanism):
     def dispatch_task(self, req, bound, rec: Recorded) -> Task:
         task = Task(None, req.stream, rec.kernel_id)
         task.run = self._timed(rec, task)
+        warm = self.warm
+        if warm is not None:
+            # A short kernel with nothing to wait for runs on the issuing thread at once
+            # (HostStreams.enqueue), so its stream stays idle for the next, warm, launch.
+            task.inline = warm.may_inline(rec.artifact)
+            if req.as_called is not None and rec.report is None:
+                warm.arm(req, bound, rec)
         return task
 
     def refused_task(self, req, run) -> Task:
@@ -254,9 +284,13 @@ class HostMechanism(DeviceMechanism):
         ledger = self.server.ledger
         device = self.server.device
 
+        warm = self.warm
+
         def run():
             start = time.perf_counter()
             task.duration = run_recorded(ledger, rec)
+            if warm is not None:
+                warm.note_duration(rec.artifact, task.duration)
             if task.duration is not None and config.get_bool("NUMBA_CUBE_PROFILE_LOG"):
                 profile_log.info("%s on %s: %.3f ms", rec.kernel_id, device, task.duration * 1e3)
             if observers.tasks_observed():

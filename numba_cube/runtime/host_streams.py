@@ -53,7 +53,7 @@ class Task:
     """One unit of stream work: a callable, the stream it runs on, what it waits for."""
 
     __slots__ = ("run", "stream", "deps", "label", "failure_hint", "duration", "task_id", "parked_streams",
-                 "_done", "_fault", "__weakref__")
+                 "inline", "_done", "_fault", "__weakref__")
     _counter = itertools.count()
 
     def __init__(self, run: Callable[[], None], stream, label: str = ""):
@@ -67,6 +67,9 @@ class Task:
         self.duration: float | None = None  # seconds the dispatch ran (None: it did not run)
         self.task_id = 0
         self.parked_streams: list | None = None   # streams waiting for this task (the pool's)
+        # May run on the enqueuing thread when it has nothing to wait for (``enqueue``): set by a
+        # mechanism for short work, on a server whose channel holds the device lock meanwhile.
+        self.inline = False
         # A raw lock held until the task is finished: cheaper to make than an Event (a launch
         # makes one), and any number of waiters can pass it one after the other.
         self._done = _allocate_lock()
@@ -154,7 +157,12 @@ class HostStreams:
         return st
 
     def enqueue(self, task: Task, deps: list) -> None:
-        """Queue ``task`` after ``deps`` (tasks of other streams), flushing what it needs."""
+        """Queue ``task`` after ``deps`` (tasks of other streams), flushing what it needs; or,
+        for a task marked ``inline`` whose stream is idle and whose dependencies are all done,
+        run it now, on this thread (``run_inline``)."""
+        if task.inline and self.idle(task.stream) and all(d.done for d in deps):
+            self.run_inline(task)
+            return
         task.deps = deps
         for dep in deps:
             self.flush(dep.stream)
@@ -192,3 +200,19 @@ class HostStreams:
 
     def stream_ids(self) -> list:
         return list(self._streams)
+
+    def idle(self, sid) -> bool:
+        """Has stream ``sid`` no work that is not done (nothing pending, its last task done)? Then
+        a task may run on the issuing thread without overtaking work of its own stream."""
+        st = self._streams.get(sid)
+        return st is None or (not st.pending and (st.tail is None or st.tail.done))
+
+    @staticmethod
+    def run_inline(task: Task) -> None:
+        """Run ``task`` on the calling thread, now: on an idle stream, with nothing to wait for,
+        while the caller holds the device lock (``warm_host.py``). Nothing can be parked on it:
+        a task of another stream registers a dependency only under the same lock."""
+        try:
+            task.run()
+        finally:
+            task.finish()

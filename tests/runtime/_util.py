@@ -26,6 +26,21 @@ class PythonDevices:
         unregister_backend(self.name)
 
 
+def threaded_cpu_client(index: int) -> cube.Client:
+    """A client of a CPU-backend device whose server runs on its own device thread
+    (``ThreadChannel``), for tests of what a device thread does: the built-in ``cpu`` backend
+    runs its server on the issuing thread (``InlineChannel``)."""
+    from numba_cube.backends.cpu.server import CpuBackend, select_threading_layer
+    from numba_cube.runtime.channel import ThreadChannel
+    from numba_cube.runtime.registry import register_backend
+    from numba_cube.runtime.server import DeviceServer
+
+    select_threading_layer()
+    register_backend("cpu_threaded", lambda i: DeviceServer(f"cpu_threaded:{i}", CpuBackend(),
+                                                          ThreadChannel(f"cpu_threaded:{i}")))
+    return cube.client(f"cpu_threaded:{index}")
+
+
 def drain(client) -> None:
     """Wait until the device thread has handled everything submitted before (FIFO channel)."""
     client.server.channel.call(lambda: None)

@@ -145,9 +145,23 @@ def run_program(client, program, init):
     client.sync()
 
 
-@pytest.fixture(scope="module")
-def client():
-    c = cube.client("cpu")
+@pytest.fixture(scope="module", params=["inline", "queued"])
+def client(request):
+    """The CPU backend twice: as it runs by default (short launches run on the issuing thread:
+    ``runtime/warm_host.py``), and with every launch queued to stream workers
+    (``NUMBA_CUBE_INLINE_US=0``, its own device), where the streams really run concurrently."""
+    if request.param == "inline":
+        c = cube.client("cpu")
+    else:
+        saved = os.environ.get("NUMBA_CUBE_INLINE_US")
+        os.environ["NUMBA_CUBE_INLINE_US"] = "0"
+        try:
+            c = cube.client("cpu:23")   # (an index no other test uses)
+        finally:
+            if saved is None:
+                del os.environ["NUMBA_CUBE_INLINE_US"]
+            else:
+                os.environ["NUMBA_CUBE_INLINE_US"] = saved
     warm = [c.create(np.zeros(N)) for _ in range(3)]
     for name, (kern, has_scalar) in KERNELS.items():
         c.launch(kern, 2, 32, *((1.0,) if has_scalar else ()), *warm[:ARITY[name]])

@@ -19,7 +19,7 @@ from numba import cuda
 import numba_cube as cube
 from numba_cube import UnrecordedFailureWarning
 
-from ._util import run_in_thread
+from ._util import run_in_thread, threaded_cpu_client
 
 
 @cube.kernel
@@ -345,7 +345,7 @@ def test_dry_run_lists_other_threads_launches():
 def test_dry_run_exit_waits_for_the_compiles_it_provoked():
     """The exit of a dry run returns only once the server has handled the launches it skipped (a
     device thread busy with earlier work holds it back), so run.failures is complete then."""
-    client = cube.client("cpu:7")                            # its own device thread
+    client = threaded_cpu_client(7)                          # its own device thread
     gate = threading.Event()
     client.server.channel.submit(gate.wait)                  # the device thread is busy
     run = cube.dry_run()

@@ -38,7 +38,7 @@ from numba import types
 from ... import config
 from ...errors import CompileError
 from ...kernel.options import resolve
-from ...runtime.channel import ThreadChannel
+from ...runtime.channel import InlineChannel
 from ...runtime.geometry import MAX_DYNAMIC_SHARED_BYTES
 from ...runtime.server import DeviceServer
 from ..base import HostBackend
@@ -212,7 +212,10 @@ class CpuBackend(HostBackend):
 
 
 def make_cpu_server(index: int) -> DeviceServer:
+    # An InlineChannel: the server runs on the issuing thread, so a short kernel with nothing to
+    # wait for runs right there, with no hop to a device thread or a stream worker
+    # (runtime/warm_host.py); longer ones are still queued to stream workers.
     select_threading_layer()
     device = f"cpu:{index}"
-    return DeviceServer(device, CpuBackend(), ThreadChannel(device),
+    return DeviceServer(device, CpuBackend(), InlineChannel(device),
                         max_tasks=config.get_int("NUMBA_CUBE_MAX_TASKS", 32, 1))
