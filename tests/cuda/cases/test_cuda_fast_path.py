@@ -155,15 +155,19 @@ def test_a_chain_alternating_two_streams_is_exact(client):
     a, b = client.create(np.ones(N)), client.create(np.zeros(N))
     s1 = client.set_stream(cube.StreamId.new())
     s2 = client.set_stream(cube.StreamId.new())
-    before = warm_count(client)
-    for _ in range(10):
+    before = 0
+    for round_ in range(10):
+        # Two rounds first: giving the new stream ids CUDA streams may recycle the other's
+        # stream if its work is done by then (streams.py; timing-dependent), which re-arms it.
+        if round_ == 2:
+            before = warm_count(client)
         s1.launch(slow_fill, 1, TPB, b, 0.0, SPIN)
         s1.launch(add_into, 1, TPB, a, b)                # b = a
         s2.launch(add_scalar, 1, TPB, b, 1.0)            # b = a + 1, after s1
         s2.launch(copy_into, 1, TPB, b, a)               # a = a + 1
     np.testing.assert_array_equal(client.read(a), np.full(N, 11.0))
-    if GPU_PATH:                  # after the first round every launch repeats: all warm
-        assert warm_count(client) - before == 4 * 9
+    if GPU_PATH:                  # once both streams are armed every launch repeats: all warm
+        assert warm_count(client) - before == 4 * 8
 
 
 def test_a_consumer_on_another_thread_waits_for_warm_producers(client):
