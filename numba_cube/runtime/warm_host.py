@@ -17,7 +17,7 @@ issuing thread holds the device lock while the server works):
   for is done (``HostStreams.enqueue``). A long kernel is still queued, so it blocks neither the
   issuing thread nor other threads' launches.
 - **The warm path** (``WarmLaunches.fire``, the client's ``fast_launch``). After a general launch
-  the mechanism *arms* a ``WarmLaunch``: the recorded dispatch, the hazard states of its buffers
+  the mechanism *arms* a ``HostWarmLaunch``: the recorded dispatch, the hazard states of its buffers
   and its ledger regions, resolved once. A later launch of that kernel on the same stream with the
   same handles (by identity), scalar types, geometry and options fires it, under the device lock:
   1. the state that may have changed since arming is checked, and any change sends the launch to
@@ -48,17 +48,15 @@ entries that bind a freed buffer are dropped (``forget``).
 
 from __future__ import annotations
 
-import numpy as np
-
 from time import perf_counter
 
 from .. import config
 from .dispatch import Recorded, run_recorded
-from .handle import Handle
 from .host_streams import Task
 from .ledger import IncompleteLaunch, failed_writing
+from .warm_match import PLAIN_GEOMETRY, match_of, matcher
 
-__all__ = ["WarmLaunch", "WarmLaunches", "matcher", "INLINE_SECONDS"]
+__all__ = ["HostWarmLaunch", "WarmLaunches", "DoneTask", "INLINE_SECONDS"]
 
 #: A kernel whose last dispatch ran longer than this (``NUMBA_CUBE_INLINE_US``'s default) is
 #: queued to a stream worker rather than run on the issuing thread: past it, the ~20 us a queue
@@ -66,61 +64,12 @@ __all__ = ["WarmLaunch", "WarmLaunches", "matcher", "INLINE_SECONDS"]
 #: launches) should not wait for it.
 INLINE_SECONDS = 200e-6
 
-#: Scalar argument types an entry matches by type: those the client binds by value.
-_PLAIN_SCALAR_TYPES = frozenset({int, float, bool, complex})
-
-#: Raw count/dim types an entry matches with ``==`` cheaply (a CubeCount object may be dynamic).
-_PLAIN_GEOMETRY = (int, tuple)
-
 #: Armed launches kept per kernel and stream: a loop often launches one kernel with a few sets of
 #: arguments (ping-pong buffers, a ring of 8 buffers).
 ENTRIES_PER_STREAM = 8
 
-_MATCHERS: dict = {}
 
-
-def matcher(shape: tuple):
-    """``match(args, expect) -> bool`` for argument lists of one *shape* (per argument True for a
-    handle, matched by the identity of its binding, False for a scalar, matched by its type),
-    generated once per shape, as ``collections.namedtuple`` generates its classes: the unrolled
-    form is a few C-level operations where a loop with a type test per argument is not. The
-    caller catches the ``AttributeError`` of a scalar where a handle was and the ``ValueError``
-    of another number of arguments: both mean "no match"."""
-    fn = _MATCHERS.get(shape)
-    if fn is None:
-        n = len(shape)
-        if n == 0:
-            src = "def match(args, expect):\n    return not args\n"
-        else:
-            tail = "," if n == 1 else ""
-            tests = " and ".join(f"a{i}._binding is e{i}" if is_handle else f"type(a{i}) is e{i}"
-                                 for i, is_handle in enumerate(shape))
-            src = (f"def match(args, expect):\n"
-                   f"    {', '.join(f'a{i}' for i in range(n))}{tail} = args\n"
-                   f"    {', '.join(f'e{i}' for i in range(n))}{tail} = expect\n"
-                   f"    return {tests}\n")
-        namespace: dict = {}
-        exec(compile(src, f"<numba_cube warm-launch matcher {shape}>", "exec"), namespace)
-        fn = _MATCHERS[shape] = namespace["match"]
-    return fn
-
-
-def match_of(raw_args) -> tuple | None:
-    """What an entry matches per argument (a handle's binding, a scalar's type), or None when an
-    argument cannot be matched so cheaply (anything but a handle or a plain number)."""
-    match = []
-    for a in raw_args:
-        kind = type(a)
-        if kind is Handle:
-            match.append(a._binding)
-        elif kind in _PLAIN_SCALAR_TYPES or (isinstance(a, np.generic) and a.dtype.kind in "biufc"):
-            match.append(kind)
-        else:
-            return None
-    return tuple(match)
-
-
-class WarmLaunch:
+class HostWarmLaunch:
     """One armed launch of a host backend (see the module docstring)."""
 
     __slots__ = ("count", "dim", "match", "matcher", "stream", "options", "kernel_id", "recorded",
@@ -240,7 +189,7 @@ class WarmLaunches:
             finally:
                 channel.leave()
 
-    def _run_inline(self, warm: "WarmLaunch", arrays) -> None:
+    def _run_inline(self, warm: "HostWarmLaunch", arrays) -> None:
         """The dispatch, on this thread, holding the device lock. No execute scope: its claim
         exists so that a reader not ordered after a dispatch in progress does not report its
         failure, and here no reader can look before it ends (every read, check and dispatch
@@ -267,7 +216,7 @@ class WarmLaunches:
             return
         kernel, count, dim, raw_args = req.as_called
         key = (kernel, req.stream)
-        if type(count) not in _PLAIN_GEOMETRY or type(dim) not in _PLAIN_GEOMETRY:
+        if type(count) not in PLAIN_GEOMETRY or type(dim) not in PLAIN_GEOMETRY:
             return
         if req.kernel.signatures is not None:
             return      # its scalars are converted per launch (kernel/signatures.py)
@@ -278,7 +227,7 @@ class WarmLaunches:
         read_only = tuple(m for m in plan.read_mems if m not in plan.write_mems)
         if len(self._entries) >= 1024:          # bounded: a program generating kernels forever
             self._entries.clear()
-        warm = WarmLaunch(count, dim, match, req.stream, req.options, req.kernel.id, recorded,
+        warm = HostWarmLaunch(count, dim, match, req.stream, req.options, req.kernel.id, recorded,
                           plan.scalars, plan.read_mems, plan.write_mems, hazards.states(read_only),
                           hazards.states(tuple(plan.write_mems)))
         same = (warm.stream, warm.count, warm.dim, warm.options, warm.match)

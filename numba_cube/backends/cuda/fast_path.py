@@ -55,58 +55,14 @@ of the server's: the client calls ``WarmPath.fast_launch`` itself (``DeviceServe
 
 from __future__ import annotations
 
-import numpy as np
-
-from ...runtime.handle import Handle
 from ...runtime.ledger import failed_writing
+from ...runtime.warm_match import PLAIN_GEOMETRY, match_of, matcher
 from .tasks import WarmTask
 
 __all__ = ["WarmLaunch", "WarmPath"]
 
-#: Scalar argument types an entry matches by type: those the client binds by value. Anything
-#: else (a Handle subclass, a foreign array adopted without a copy) is never armed, because a
-#: type match would not say *which* buffer it is.
-_PLAIN_SCALAR_TYPES = frozenset({int, float, bool, complex})
-
 #: Armed launches kept per kernel (see ``WarmPath.arm``).
 WARM_ENTRIES_PER_KERNEL = 4
-
-#: Raw count/dim types an entry can match with ``==`` cheaply (a CubeCount object takes the
-#: general path: it may be dynamic, and its equality is a Python-level dataclass ``__eq__``).
-_PLAIN_GEOMETRY = (int, tuple)
-
-
-_MATCHERS: dict = {}
-
-
-def matcher(shape: tuple):
-    """``match(args, expect) -> bool`` for argument lists of one *shape* (per argument True for a
-    handle, matched by the identity of its binding, False for a scalar, matched by its type),
-    generated once per shape, as ``collections.namedtuple`` generates its classes.
-
-    Why generated: the general loop over ``zip(args, expect)`` with a type test per argument
-    was a visible share of the warm launch when profiled on an H200 host; the unrolled form
-    (``a0, a1, a2, a3 = args`` then ``a0._binding is e0 and ... and type(a3) is e3``) is a few
-    C-level operations. The caller catches the ``AttributeError`` of a scalar where a handle was (it
-    has no ``_binding``) and the ``ValueError`` of another number of arguments: both mean "no
-    match"."""
-    fn = _MATCHERS.get(shape)
-    if fn is None:
-        n = len(shape)
-        if n == 0:
-            src = "def match(args, expect):\n    return not args\n"
-        else:
-            tail = "," if n == 1 else ""
-            tests = " and ".join(f"a{i}._binding is e{i}" if is_handle else f"type(a{i}) is e{i}"
-                                 for i, is_handle in enumerate(shape))
-            src = (f"def match(args, expect):\n"
-                   f"    {', '.join(f'a{i}' for i in range(n))}{tail} = args\n"
-                   f"    {', '.join(f'e{i}' for i in range(n))}{tail} = expect\n"
-                   f"    return {tests}\n")
-        namespace: dict = {}
-        exec(compile(src, f"<numba_cube warm-launch matcher {shape}>", "exec"), namespace)
-        fn = _MATCHERS[shape] = namespace["match"]
-    return fn
 
 
 class WarmLaunch:
@@ -238,22 +194,16 @@ class WarmPath:
     def arm(self, req, bound, cs) -> None:
         """After a general launch that ran: make the next identical one warm, if it can be."""
         key, count, dim, raw_args = req.as_called
-        if self._hazards.baseline or bound.foreign or type(count) not in _PLAIN_GEOMETRY \
-                or type(dim) not in _PLAIN_GEOMETRY:
+        if self._hazards.baseline or bound.foreign or type(count) not in PLAIN_GEOMETRY \
+                or type(dim) not in PLAIN_GEOMETRY:
             return
         if req.kernel.signatures is not None:
             return      # its scalars are converted per launch (kernel/signatures.py): general path
         if bound.packed is not None and bound.packed.kernel.exceptions is not None:
             return      # a debug kernel: each launch reads its exception flag back (PackedLaunch)
-        match = []
-        for a in raw_args:
-            kind = type(a)
-            if kind is Handle:
-                match.append(a._binding)
-            elif kind in _PLAIN_SCALAR_TYPES or (isinstance(a, np.generic) and a.dtype.kind in "biufc"):
-                match.append(kind)
-            else:
-                return
+        match = match_of(raw_args)
+        if match is None:
+            return
         hazards = self._hazards
         write_mems = bound.write_mems
         read_only = tuple(m for m in bound.read_mems if m not in write_mems)
