@@ -8,10 +8,12 @@ crosses the wire inside a ``TravellingKernel``:
 - a kernel that is an attribute of an importable module (not ``__main__``) is sent by name and
   looked up on the worker: the worker imports the same module and gets the very same kernel;
 - any other (a script's ``__main__``, a notebook cell, ``exec`` with a pseudo file name) is sent
-  as its function, its options and the source lines ``linecache`` holds for its file; the worker
-  registers those lines under the same file name (unless it already holds them), so
-  ``inspect.getsource`` finds the definition there as here, and rebuilds the kernel once per
-  process (the same id, as the source and code are the same).
+  as its function, its options, its file name and the source lines ``linecache`` holds for
+  that file. cloudpickle renames every code object it sends by value ``<dynamic-code>`` (so
+  its payloads do not depend on where code was defined), which hides the source even where the
+  lines are: the worker gives the code its file name back, registers the lines under it
+  (unless it already holds them), so ``inspect.getsource`` finds the definition there as
+  here, and rebuilds the kernel once per process (the same id: same source, same code).
 
 A kernel made from a ``cuda.jit`` dispatcher with declared signatures is refused by value
 (``TypeError``): the signatures live on the dispatcher, which does not travel, and launching
@@ -24,6 +26,7 @@ from __future__ import annotations
 import importlib
 import linecache
 import threading
+import types
 
 import numba_cube as cube
 
@@ -93,6 +96,29 @@ def _rebuilt_kernel(kernel_id: str, py_func, name: str, options: dict, filename:
             if lines and tuple(linecache.getlines(filename)) != lines:
                 # mtime None: linecache.checkcache keeps the entry (as for a loader's source)
                 linecache.cache[filename] = (sum(map(len, lines)), None, list(lines), filename)
-            kernel = cube.Kernel(py_func, name=name, **options)
+            kernel = cube.Kernel(_in_file(py_func, filename), name=name, **options)
             _rebuilt[(kernel_id, filename)] = kernel
     return TravellingKernel(kernel)
+
+
+def _in_file(py_func: types.FunctionType, filename: str) -> types.FunctionType:
+    """``py_func`` with its code (nested code objects included) named ``filename`` again."""
+    code = _renamed(py_func.__code__, filename)
+    if code is py_func.__code__:
+        return py_func
+    rebuilt = types.FunctionType(code, py_func.__globals__, py_func.__name__,
+                                 py_func.__defaults__, py_func.__closure__)
+    rebuilt.__kwdefaults__ = py_func.__kwdefaults__
+    rebuilt.__qualname__ = py_func.__qualname__
+    rebuilt.__module__ = py_func.__module__
+    rebuilt.__doc__ = py_func.__doc__
+    rebuilt.__dict__.update(py_func.__dict__)
+    return rebuilt
+
+
+def _renamed(code: types.CodeType, filename: str) -> types.CodeType:
+    consts = tuple(_renamed(c, filename) if isinstance(c, types.CodeType) else c
+                   for c in code.co_consts)
+    if code.co_filename == filename and all(a is b for a, b in zip(consts, code.co_consts)):
+        return code
+    return code.replace(co_filename=filename, co_consts=consts)

@@ -26,7 +26,8 @@ from distributed import WorkerPlugin, get_worker
 import numba_cube as cube
 from numba_cube.errors import CubeError
 
-from . import serialize as _serialize  # noqa: F401 - a worker that sets up can move handles
+# No import of serialize here (it imports this module): unpickling the plugin on a worker
+# imports this package first, whose __init__ registers the handle serializer.
 
 PLUGIN_NAME = "numba_cube"
 
@@ -102,6 +103,14 @@ def client_of(handle) -> cube.Client:
         if candidate.device == handle.device:
             return candidate
     return cube.client(handle.device)
+
+
+def worker_of(handle) -> str | None:
+    """The address of the worker of this process whose client owns ``handle``'s device."""
+    for address, candidate in list(_clients.items()):
+        if candidate.device == handle.device:
+            return address
+    return None
 
 
 def worker_address() -> str | None:

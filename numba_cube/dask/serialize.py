@@ -45,12 +45,13 @@ def raise_failure(chunk: FailedChunk):
 
 @dask_serialize.register(Handle)
 def _serialize_handle(handle: Handle):
-    from .plugin import client_of, worker_address
+    from .plugin import client_of, worker_of
 
     try:
         host = client_of(handle).read(handle)
     except LaunchFailure as failure:
-        return {"failed": True}, [pickle.dumps(FailedChunk(failure, worker_address()))]
+        # the worker by its device: Dask serializes outside any task, where get_worker() fails
+        return {"failed": True}, [pickle.dumps(FailedChunk(failure, worker_of(handle)))]
     host = np.ascontiguousarray(host) if not host.flags.f_contiguous else host
     order = "F" if (host.flags.f_contiguous and not host.flags.c_contiguous) else "C"
     header = {"failed": False, "dtype": host.dtype.str, "shape": host.shape, "order": order}
@@ -65,4 +66,4 @@ def _deserialize_handle(header: dict, frames: list):
     flat = np.frombuffer(data, dtype=np.dtype(header["dtype"]))
     # frombuffer of a transport buffer may be read-only; a chunk is a value, and copying it here
     # lets NumPy consumers of the chunk write their own results freely.
-    return flat.reshape(header["shape"], order=header["order"]).copy()
+    return flat.reshape(header["shape"], order=header["order"]).copy(order="K")
