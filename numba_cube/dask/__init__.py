@@ -17,6 +17,7 @@ package. What it offers::
 | serialize.py | handles crossing workers as host bytes; failed chunks as their ``LaunchFailure`` |
 | blocks.py | ``map_blocks``: a kernel launch per chunk, handle chunks behind a readable array |
 | precompile.py | ``precompile``: a dry run of given launches on every worker |
+| demo.py | ``python -m numba_cube demo --dask`` |
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ from numba_cube.kernel.kernel import resolve_access
 from numba_cube.runtime.handle import Handle
 
 from .kernels import TravellingKernel
-from .plugin import client_of, worker_address, worker_client
+from .plugin import client_of, worker_of, worker_client
 from .serialize import FailedChunk, raise_failure
 
 HANDLES_PREFIX = "numba_cube-"
@@ -74,7 +74,7 @@ def map_blocks(kernel, *args, dim=256, count=None, dtype=None) -> da.Array:
 
 
 def _refuse_written_inputs(kernel: cube.Kernel, args) -> None:
-    ndims = tuple(a.ndim if isinstance(a, da.Array) else None for a in args) + (args_ndim(args),)
+    ndims = tuple(a.ndim if isinstance(a, da.Array) else None for a in args) + (_output_ndim(args),)
     for name, arg, (_, written) in zip(kernel.params, args, resolve_access(kernel, ndims)):
         if isinstance(arg, da.Array) and written:
             raise LaunchArgumentError(
@@ -83,7 +83,7 @@ def _refuse_written_inputs(kernel: cube.Kernel, args) -> None:
                 "them, so a kernel may write only its output (the last parameter)")
 
 
-def args_ndim(args) -> int:
+def _output_ndim(args) -> int:
     return next(a.ndim for a in args if isinstance(a, da.Array))
 
 
@@ -107,7 +107,7 @@ def _launch_block(travelling: TravellingKernel, dim, count, out_dtype, *blocks):
             raise_failure(block)
         if isinstance(block, Handle):
             if block.device != client.device:      # another in-process worker's chunk
-                block = client.create(client_of(block).read(block))
+                block = client.create(_read_block(block))
         elif isinstance(block, np.ndarray):
             block = client.create(block)
         if shape is None and isinstance(block, Handle):
@@ -134,4 +134,4 @@ def _read_block(block):
     try:
         return client_of(block).read(block)
     except cube.LaunchFailure as failure:
-        raise_failure(FailedChunk(failure, worker_address()))
+        raise_failure(FailedChunk(failure, worker_of(block)))

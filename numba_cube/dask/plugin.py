@@ -111,11 +111,3 @@ def worker_of(handle) -> str | None:
         if candidate.device == handle.device:
             return address
     return None
-
-
-def worker_address() -> str | None:
-    """The address of the worker running the calling code, or None outside a worker."""
-    try:
-        return get_worker().address
-    except ValueError:
-        return None

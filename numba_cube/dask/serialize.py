@@ -11,6 +11,10 @@ A handle whose buffer carries a launch failure does not become bytes: it travels
 the task that receives it raises that very failure as its own error, so Dask blames it and its
 dependents with the root cause of the worker where the first launch failed. Serializing never
 raises on a failed buffer: an error there would be a transfer error, and lose the cause.
+
+A handle's size for Dask (``dask.sizeof``) is its buffer's bytes, not the few bytes of the
+Python object: the worker's memory limits and spilling, and the scheduler's transfer costs,
+then count the device memory a chunk holds (host memory, on the CPU backend).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import pickle
 
 import numpy as np
+from dask.sizeof import sizeof
 from distributed.protocol import dask_deserialize, dask_serialize
 
 from numba_cube.errors import LaunchFailure
@@ -41,6 +46,11 @@ def raise_failure(chunk: FailedChunk):
     if chunk.worker and not any("Dask worker" in n for n in getattr(failure, "__notes__", ())):
         failure.add_note(f"the buffer failed on Dask worker {chunk.worker}")
     raise failure
+
+
+@sizeof.register(Handle)
+def _sizeof_handle(handle: Handle) -> int:
+    return handle.nbytes
 
 
 @dask_serialize.register(Handle)

@@ -145,8 +145,8 @@ def test_a_worker_killed_mid_job_loses_nothing(process_client):
     lineage (the nanny restarts the worker, the plugin gives it a client again), and the result
     still equals NumPy's."""
     kernels = notebook_kernels()
-    xn = np.random.default_rng(1).standard_normal(16 * 2000)
-    x = da.from_array(xn, chunks=2000)
+    xn = np.random.default_rng(1).standard_normal(24 * 4000)
+    x = da.from_array(xn, chunks=4000)
     y = cubed.map_blocks(kernels["slow_sum_of_powers"], x, dim=256)
     z = cubed.map_blocks(kernels["square"], y, dim=256)
     future = process_client.compute(z)
@@ -158,11 +158,12 @@ def test_a_worker_killed_mid_job_loses_nothing(process_client):
             if any(HANDLES_PREFIX in str(k) for k in keys):
                 victim = address
                 break
-        time.sleep(0.05)
+        time.sleep(0.01)
     assert victim is not None and not future.done()
     process_client.run(_exit_now, workers=[victim], wait=False)
     result = future.result(timeout=120)
     assert victim not in process_client.scheduler_info(n_workers=-1)["workers"]
     k = np.arange(2000.0)
-    expected = np.array([(np.sum((v * 0.999) ** 2 / (k + 1.0))) for v in xn]) ** 2
+    expected = np.concatenate([((part[:, None] * 0.999) ** 2 / (k + 1.0)).sum(axis=1)
+                               for part in np.split(xn, 24)]) ** 2
     np.testing.assert_allclose(result, expected, rtol=1e-12)

@@ -24,6 +24,27 @@ def test_a_task_launches_on_its_workers_client(process_client):
         assert seen == device
 
 
+def test_an_unknown_device_is_refused_at_setup():
+    """``setup`` with a device no backend has raises the workers' ``BackendNotFound``; a
+    numba_cube task on a worker left without a client fails with ``ClusterSetupError``."""
+    import dask.array as da
+    import numpy as np
+
+    from kernels_for_tests import notebook_kernels
+
+    from dask.distributed import Client, LocalCluster
+
+    import numba_cube as cube
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                      dashboard_address=":0") as cluster, Client(cluster) as client:
+        with pytest.raises(cube.BackendNotFound, match="no_such_backend"):
+            cubed.setup(client, device="no_such_backend")
+        x = da.from_array(np.arange(8.0), chunks=4)
+        with pytest.raises(cubed.ClusterSetupError, match="setup"):
+            cubed.map_blocks(notebook_kernels()["square"], x).compute()
+
+
 def test_worker_client_outside_a_worker_is_a_typed_error():
     """``worker_client()`` in the client process: ``ClusterSetupError`` (a ``RuntimeError``)."""
     with pytest.raises(cubed.ClusterSetupError, match="Dask worker"):

@@ -36,6 +36,13 @@ def test_a_handle_serializes_to_its_bytes(order):
     assert back.flags[f"{order}_CONTIGUOUS"]
 
 
+def test_dask_sizes_a_handle_by_its_buffer():
+    """``dask.sizeof`` of a handle is its buffer's bytes (what memory limits must count)."""
+    from dask.sizeof import sizeof
+
+    assert sizeof(cube.client("cpu").empty((100, 10), np.float32)) == 4000
+
+
 def test_a_failed_handle_serializes_to_its_failure():
     """A handle whose buffer failed becomes a ``FailedChunk`` carrying the same
     ``LaunchFailure`` (root, kernel id): serializing it does not raise."""
