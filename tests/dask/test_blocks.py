@@ -90,6 +90,20 @@ def test_chunks_between_kernels_stay_handles_in_worker_memory(thread_client):
     del persisted
 
 
+def test_a_chunk_moving_to_another_workers_device_keeps_its_values(thread_client):
+    """The first kernel on one in-process worker (``cpu:0``), the second on the other (its own
+    device): the chunks cross devices and the result is still NumPy's."""
+    first, second = sorted(thread_client.scheduler_info(n_workers=-1)["workers"])
+    xn = np.arange(3000.0)
+    x = da.from_array(xn, chunks=1000)
+    with dask.annotate(workers=[first], allow_other_workers=False):
+        y = cubed.map_blocks(axpy, 2.0, x, x, dim=128)
+    with dask.annotate(workers=[second], allow_other_workers=False):
+        z = cubed.map_blocks(square, y, dim=128)
+    result = thread_client.compute(z, optimize_graph=False).result()
+    np.testing.assert_array_equal(result, (3.0 * xn) ** 2)
+
+
 def test_two_dimensional_chunks_with_a_count_per_chunk(thread_client):
     """A 2-D kernel gets each chunk with its shape; ``count(shape)`` sizes its grid."""
     xn = np.arange(60.0 * 40).reshape(60, 40)
