@@ -9,7 +9,6 @@ import dask.array as da
 import numpy as np
 import pytest
 from distributed.protocol import deserialize, serialize
-from numba import cuda
 
 import numba_cube as cube
 import numba_cube.dask as cubed
