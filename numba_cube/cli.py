@@ -129,6 +129,9 @@ def main(argv: list[str] | None = None) -> int:
     demo = sub.add_parser("demo", help="run a small real pipeline and explain what happened")
     demo.add_argument("--device", default="cpu", help="device to run on (default: cpu)")
     demo.add_argument("--size", type=int, default=1 << 22, help="elements per buffer")
+    demo.add_argument("--dask", action="store_true",
+                      help="run a small pipeline on a two-worker local Dask cluster instead "
+                           "(needs the dask extra: pip install 'numba_cube[dask]')")
     info = sub.add_parser("info", help="versions, backends and devices, plugins, settings")
     info.add_argument("--json", action="store_true", help="print one JSON object")
     sub.add_parser("plugins", help="the registered plugins, as JSON")
@@ -147,6 +150,10 @@ def main(argv: list[str] | None = None) -> int:
         json.dump({"plugins": plugin_infos(), "errors": plugin_errors()}, sys.stdout, indent=2, default=str)
         print()
         return 0
+    if args.dask:
+        from .demo import run_dask_demo
+
+        return run_dask_demo(args.device)
     from .demo import run_demo
 
     return run_demo(args.device, args.size)

@@ -11,6 +11,8 @@ Then the runtime's own features: a dry run that compiles without running, a fail
 buffers and inherited downstream (and repaired), two threads on two streams ordered by the
 buffers they share, and a grid size computed on the device (a dynamic cube count). Every result is
 checked against NumPy.
+
+``--dask`` runs the Dask demo instead (``numba_cube/dask/demo.py``, the ``dask`` extra).
 """
 
 from __future__ import annotations
@@ -228,3 +230,16 @@ def run_demo(device: str = "cpu", n: int = 1 << 22) -> int:
     print(f"\nserver stats: {stats['launched']} launches, {stats['compiles']} compiles, "
           f"{stats['cache_hits']} cache hits, {stats['skipped']} skipped by the dry run")
     return 0 if ok and repaired and ordered and dyn_ok and tuned_ok else 1
+
+
+def run_dask_demo(device: str = "cpu") -> int:
+    """``demo --dask``: the pipeline on a two-worker local Dask cluster (``numba_cube/dask/``);
+    without the ``dask`` extra it says what to install and returns 2."""
+    try:
+        import distributed  # noqa: F401 - only to tell a missing extra from a broken demo
+    except ImportError:
+        print("demo --dask needs Dask: pip install 'numba_cube[dask]'")
+        return 2
+    from .dask.demo import run_dask_demo as run
+
+    return run(device)

@@ -161,7 +161,10 @@ class LaunchFailure(CubeError):
     def __reduce__(self):
         # The combined classes are made at run time: rebuild through __new__, which makes the
         # same class again in the process that unpickles it (a Dask worker, say).
-        return (LaunchFailure, (self.root, self.kernel_id, self.chain))
+        # Notes (``add_note``: where a failure was seen, e.g. which Dask worker) travel as state.
+        notes = getattr(self, "__notes__", None)
+        state = {"__notes__": list(notes)} if notes else None
+        return (LaunchFailure, (self.root, self.kernel_id, self.chain), state)
 
     def __init__(self, root: BaseException, kernel_id: str | None,
                  chain: tuple[str, ...] = ()):

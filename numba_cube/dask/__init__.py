@@ -1,0 +1,31 @@
+"""numba_cube kernels on a Dask cluster: one numba_cube client per worker, chunks kept on it.
+
+``pip install 'numba_cube[dask]'`` (``dask[array]``, ``distributed``); the core never imports this
+package. What it offers::
+
+    import numba_cube.dask as cubed
+    cubed.setup(client, device="cpu")              # a worker plugin: one cube client per worker
+    y = cubed.map_blocks(axpy, 2.0, x, x, dim=256)  # a kernel per chunk; y is a dask array
+    z = cubed.map_blocks(scale, y, dim=256)         # y's chunks stay handles on their worker
+    z.sum().compute()                                # host bytes only where Dask needs them
+    cubed.precompile(client, [(axpy, 2.0, a, a, a)]) # a dry run on every worker
+
+| module | room |
+| --- | --- |
+| plugin.py | the worker plugin, the per-worker client, ``setup`` |
+| kernels.py | kernels travelling to the workers (by reference, or by value with their source) |
+| serialize.py | handles crossing workers as host bytes; failed chunks as their ``LaunchFailure`` |
+| blocks.py | ``map_blocks``: a kernel launch per chunk, handle chunks behind a readable array |
+| precompile.py | ``precompile``: a dry run of given launches on every worker |
+| demo.py | ``python -m numba_cube demo --dask`` |
+"""
+
+from __future__ import annotations
+
+from . import serialize as _serialize  # noqa: F401 - registers the handle serializer with Dask
+from .blocks import map_blocks
+from .plugin import ClusterSetupError, CubeWorkerPlugin, setup, worker_client
+from .precompile import PrecompileReport, precompile
+
+__all__ = ["setup", "map_blocks", "precompile", "PrecompileReport", "CubeWorkerPlugin",
+           "worker_client", "ClusterSetupError"]

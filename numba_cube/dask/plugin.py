@@ -1,0 +1,113 @@
+"""The worker plugin: one numba_cube client per Dask worker, on the device the worker owns.
+
+``setup(client, device="cpu")`` registers ``CubeWorkerPlugin`` with ``Client.register_plugin``;
+every worker (present and future: Dask runs a registered plugin on workers that join later, and
+on a restarted worker) then makes its client once, in ``setup``. Tasks find it with
+``worker_client()``; they launch on it from Dask's own threads, so the runtime's per-thread
+streams and inferred dependencies apply inside each worker unchanged.
+
+Which device: ``"cpu"`` gives each worker a logical CPU device of its own (``cpu:0``, ``cpu:1``
+for two workers sharing one process, ``LocalCluster(processes=False)``: two workers must not
+share one client's streams and memory table, and a worker in its own process gets ``cpu:0``);
+``"cuda"`` is the first device the worker sees (dask-cuda's ``CUDA_VISIBLE_DEVICES`` makes it the
+worker's GPU), ``"cuda:N"`` or ``"cpu:N"`` are taken as they are.
+
+The clients live in a table keyed by worker address, not on the plugin: with in-process workers
+one plugin object may be handed to several workers, and the plugin must not mix them up.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+
+from distributed import WorkerPlugin, get_worker
+
+import numba_cube as cube
+from numba_cube.errors import CubeError
+
+# No import of serialize here (it imports this module): unpickling the plugin on a worker
+# imports this package first, whose __init__ registers the handle serializer.
+
+PLUGIN_NAME = "numba_cube"
+
+_clients: dict[str, cube.Client] = {}
+_clients_lock = threading.Lock()
+# The next logical CPU device a worker of this process takes (see the module docstring).
+_cpu_indices = itertools.count()
+
+
+class ClusterSetupError(CubeError, RuntimeError):
+    """A numba_cube task ran on a worker that has no numba_cube client: ``setup`` was not called
+    (or the worker's plugin failed; its error is in the worker's log)."""
+
+
+class CubeWorkerPlugin(WorkerPlugin):
+    """Makes the worker's numba_cube client (``device`` and client ``options`` as
+    ``cube.client`` takes them) when the worker starts, drops it when the worker closes."""
+
+    name = PLUGIN_NAME
+
+    def __init__(self, device: str = "cpu", **options):
+        self.device = device
+        self.options = options
+
+    def setup(self, worker) -> None:
+        device = self.device
+        if device == "cpu":
+            device = f"cpu:{next(_cpu_indices)}"
+        new_client = cube.client(device, **self.options)
+        with _clients_lock:
+            _clients[worker.address] = new_client
+
+    def teardown(self, worker) -> None:
+        with _clients_lock:
+            _clients.pop(worker.address, None)
+
+
+def setup(client, device: str = "cpu", **options) -> dict[str, str]:
+    """Give every worker of ``client``'s cluster its numba_cube client; returns worker address ->
+    device name. Calling it again replaces the plugin (and so every worker's client)."""
+    client.register_plugin(CubeWorkerPlugin(device, **options), name=PLUGIN_NAME)
+    return client.run(_this_workers_device)
+
+
+def _this_workers_device(dask_worker) -> str:
+    # client.run hands the worker in (get_worker() is for tasks, not for run's functions)
+    found = _clients.get(dask_worker.address)
+    if found is None:
+        raise ClusterSetupError(f"the numba_cube plugin did not set up Dask worker "
+                                f"{dask_worker.address}; its log says why")
+    return found.device
+
+
+def worker_client() -> cube.Client:
+    """The numba_cube client of the worker running the calling task (``ClusterSetupError``
+    outside a set-up worker)."""
+    try:
+        address = get_worker().address
+    except ValueError:
+        raise ClusterSetupError("worker_client() is for code running on a Dask worker") from None
+    found = _clients.get(address)
+    if found is None:
+        raise ClusterSetupError(
+            f"Dask worker {address} has no numba_cube client: call "
+            "numba_cube.dask.setup(client, device=...) before running numba_cube tasks")
+    return found
+
+
+def client_of(handle) -> cube.Client:
+    """A client that owns ``handle``'s device: the worker client on it, else ``cube.client``'s
+    default one for the device (a handle of another in-process worker)."""
+    for candidate in list(_clients.values()):
+        if candidate.device == handle.device:
+            return candidate
+    return cube.client(handle.device)
+
+
+def worker_of(handle) -> str | None:
+    """The address of the worker of this process whose client owns ``handle``'s device."""
+    for address, candidate in list(_clients.items()):
+        if candidate.device == handle.device:
+            return address
+    return None
