@@ -23,9 +23,9 @@ package. What it offers::
 from __future__ import annotations
 
 from . import serialize as _serialize  # noqa: F401 - registers the handle serializer with Dask
-from .blocks import map_blocks
+from .blocks import handles_of, map_blocks
 from .plugin import ClusterSetupError, CubeWorkerPlugin, setup, worker_client
 from .precompile import PrecompileReport, precompile
 
-__all__ = ["setup", "map_blocks", "precompile", "PrecompileReport", "CubeWorkerPlugin",
-           "worker_client", "ClusterSetupError"]
+__all__ = ["setup", "map_blocks", "handles_of", "precompile", "PrecompileReport",
+           "CubeWorkerPlugin", "worker_client", "ClusterSetupError"]

@@ -67,7 +67,7 @@ def map_blocks(kernel, *args, dim=256, count=None, dtype=None) -> da.Array:
     token = tokenize(TravellingKernel(kernel), dim, count, out_dtype, *args)
     handles = da.map_blocks(
         functools.partial(_launch_block, TravellingKernel(kernel), dim, count, out_dtype),
-        *(_handles_under(a) for a in args), dtype=out_dtype, meta=meta,
+        *(handles_of(a) for a in args), dtype=out_dtype, meta=meta,
         name=HANDLES_PREFIX + token)
     return da.map_blocks(_read_block, handles, dtype=out_dtype, meta=meta,
                          name=READ_PREFIX + token)
@@ -87,8 +87,9 @@ def _output_ndim(args) -> int:
     return next(a.ndim for a in args if isinstance(a, da.Array))
 
 
-def _handles_under(arg):
-    """The handle layer under an array ``map_blocks`` returned, else ``arg`` itself."""
+def handles_of(arg):
+    """The handle chunks under an array ``map_blocks`` returned (a Dask array whose chunks are
+    numba_cube ``Handle``s, kept on their workers when persisted), else ``arg`` itself."""
     if not (isinstance(arg, da.Array) and arg.name.startswith(READ_PREFIX)):
         return arg
     handles_name = HANDLES_PREFIX + arg.name[len(READ_PREFIX):]
