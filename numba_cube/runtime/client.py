@@ -38,6 +38,7 @@ from ..kernel.kernel import Kernel, kernel as make_kernel
 from . import observers, profiling
 from .arguments import bind_arguments
 from .geometry import CubeCount, CubeDim, dynamic_shared_bytes
+from .array_like import set_host_reader
 from .handle import Allocation, Binding, Handle, buffer_dtype, buffer_nbytes, buffer_shape
 from .launch_log import note_launch
 from .layout import f_strides
@@ -409,3 +410,8 @@ class Client:
                 return fn()
             finally:
                 self.sync()
+
+
+# What np.asarray(handle) and handle.copy_to_host() run: a read through a client of the handle's
+# own server (a handle has no client; any client of its device reads it the same way).
+set_host_reader(lambda handle: Client(handle.server).read(handle))

@@ -35,7 +35,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import DTypeError, ShapeError
-from .layout import byte_extent, c_strides, contiguity, is_compact, layout_strides
+from .array_like import copy_to_host, host_array, index_items, reshaped_shape
+from .layout import byte_extent, c_strides, contiguity, f_strides, is_compact, layout_strides
 
 __all__ = ["Handle", "Binding", "Allocation", "buffer_shape", "buffer_dtype", "buffer_nbytes",
            "MAX_BUFFER_BYTES"]
@@ -231,20 +232,22 @@ class Handle:
     def __getitem__(self, key) -> "Handle":
         """A view sharing memory. ``h[i]`` and ``h[a:b:c]`` index the first axis; an int alone
         keeps its axis (``h[1]`` of shape ``(1, ...)``: a handle stays a buffer), as it always
-        has. A tuple of ints and slices (``h[:, 1]``, ``h[::2, 1:]``) indexes axis by axis as
-        NumPy's basic indexing does, ints dropping their axis. Views with steps, of a column, or
-        of an F-ordered handle are strided (``layout``); kernels get them with their strides."""
+        has. A tuple of ints, slices, ``None`` and ``...`` (``h[:, 1]``, ``h[::2, 1:]``,
+        ``h[..., 0]``) indexes axis by axis as NumPy's basic indexing does, ints dropping their
+        axis, ``None`` adding one of length 1. Views with steps, of a column, or of an F-ordered
+        handle are strided (``layout``); kernels get them with their strides. An index that
+        would be a copy (a list, an array, a boolean) is a ``TypeError`` (``array_like.py``)."""
         if not self.shape:
             raise IndexError("a 0-d handle cannot be sliced")
-        if isinstance(key, tuple):
-            if len(key) > len(self.shape):
-                raise IndexError(f"{len(key)} indices for a handle of {len(self.shape)} dimensions")
-            items, keep_int_axis = key, False
-        else:
-            items, keep_int_axis = (key,), True
+        items, keep_int_axis = index_items(key, len(self.shape))
         strides = self.strides
         offset, shape, new_strides = self.offset, [], []
-        for axis, item in enumerate(items):
+        axis = 0
+        for item in items:
+            if item is None:
+                shape.append(1)
+                new_strides.append(0)      # (a length-1 axis: its stride is never stepped)
+                continue
             dim, stride = self.shape[axis], strides[axis]
             if isinstance(item, slice):
                 start, stop, step = item.indices(dim)
@@ -252,12 +255,9 @@ class Handle:
                 offset += start * stride if count else 0
                 shape.append(count)
                 new_strides.append(stride * step)
+                axis += 1
                 continue
-            try:
-                index = operator.index(item)
-            except TypeError:
-                raise TypeError(f"handles are indexed with ints and slices, got "
-                                f"{type(item).__name__}") from None
+            index = operator.index(item)
             if index < 0:
                 index += dim
             if not 0 <= index < dim:
@@ -267,9 +267,39 @@ class Handle:
             if keep_int_axis:
                 shape.append(1)
                 new_strides.append(stride)
-        shape.extend(self.shape[len(items):])
-        new_strides.extend(strides[len(items):])
+            axis += 1
+        shape.extend(self.shape[axis:])
+        new_strides.extend(strides[axis:])
         return Handle(self._alloc, offset, tuple(shape), self.dtype, tuple(new_strides))
+
+    def reshape(self, *shape, order: str = "C") -> "Handle":
+        """A view of the same memory in another shape (NumPy's ``reshape``: ints or a tuple, one
+        of them may be ``-1``). ``order="C"`` needs a C-contiguous handle, ``order="F"`` an
+        F-contiguous one; any other reshape would be a copy, which a handle's view cannot be
+        (``ValueError``: read it and ``client.create`` the reshaped array instead)."""
+        if order not in ("C", "F"):
+            raise ValueError(f"order is 'C' or 'F', got {order!r}")
+        new_shape = reshaped_shape(self.size, shape)
+        c_contig, f_contig = contiguity(self.shape, self.strides, self.dtype.itemsize)
+        if order == "C" and c_contig:
+            return Handle(self._alloc, self.offset, new_shape, self.dtype)
+        if order == "F" and f_contig:
+            return Handle(self._alloc, self.offset, new_shape, self.dtype,
+                          f_strides(new_shape, self.dtype.itemsize))
+        raise ValueError(f"reshape(order={order!r}) of a handle of shape {self.shape} and strides "
+                         f"{self.strides} would need a copy: only a {order}-contiguous handle "
+                         "reshapes to a view. Copy it (client.create(np.asarray(h).reshape(...)))")
+
+    # -- array-like: NumPy and numba.cuda read handles (array_like.py) ---------------------------
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        """``np.asarray(h)``: waits for the handle's writers, then a host copy of its contents
+        (``LaunchFailure`` if the buffer was not written; ``copy=False``: ``ValueError``)."""
+        return host_array(self, dtype, copy)
+
+    def copy_to_host(self, ary=None, stream=0) -> np.ndarray:
+        """numba's name: the contents as a host array, or copied into ``ary`` (returned); blocks
+        until the writers are done (``array_like.copy_to_host``)."""
+        return copy_to_host(self, ary, stream)
 
     def view_as(self, dtype, shape=None) -> "Handle":
         """The same bytes, read as another dtype/shape (sizes must match). Only a C-contiguous

@@ -1,0 +1,132 @@
+"""What makes a ``Handle`` array-like for NumPy and numba.cuda users: reading it to the host
+(``np.asarray(h)``, numba's ``h.copy_to_host()``), ``reshape``, and the checks of N-D indexing
+that say why an index cannot be a view.
+
+Reading a handle is a client's ``read`` (it waits for the work that writes the buffer and raises
+the buffer's ``LaunchFailure``). The client lives a layer above handles (it makes them), so the
+read is handed in by ``client.py`` (``set_host_reader``) instead of imported from here, as the
+kernel layer is handed its numba-style launch.
+
+``np.asarray(handle)`` is always a copy of the bytes at that moment: the memory is the device's,
+and a later launch that writes the buffer must not change an array the caller already holds.
+So NumPy 2's ``copy=False`` (which demands no copy) is refused with NumPy's own ``ValueError``.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Callable
+
+import numpy as np
+
+__all__ = ["set_host_reader", "host_array", "copy_to_host", "reshaped_shape", "index_items"]
+
+# ``read(handle) -> np.ndarray``: a client's read of the handle's server (set by client.py).
+_read_to_host: Callable | None = None
+
+
+def set_host_reader(read: Callable) -> None:
+    """Set how a handle is read to the host (``client.py`` sets a read through its client)."""
+    global _read_to_host
+    _read_to_host = read
+
+
+def host_array(handle, dtype=None, copy=None) -> np.ndarray:
+    """``handle.__array__(dtype, copy)``: wait for the handle's writers, then a new host array of
+    its contents (``LaunchFailure`` if the buffer was not written)."""
+    if copy is False:
+        raise ValueError("a handle's memory is the device's: np.asarray(handle) always copies it "
+                         "to the host, so copy=False cannot be honoured (use copy=None or True)")
+    data = _read_to_host(handle)
+    if dtype is not None and np.dtype(dtype) != data.dtype:
+        data = data.astype(dtype)
+    return data
+
+
+def copy_to_host(handle, ary=None, stream=0) -> np.ndarray:
+    """numba's ``DeviceNDArray.copy_to_host``: the handle's contents as a new host array, or
+    copied into ``ary`` (a writeable NumPy array of the handle's shape and dtype, returned).
+
+    It blocks until the buffer's writers on every stream are done, so the array is complete on
+    return, whatever ``stream`` says: numba's asynchronous copy on ``stream`` is complete only
+    after that stream's work, which ours has waited for too (``stream`` is accepted so that
+    numba code runs unchanged)."""
+    data = _read_to_host(handle)
+    if ary is None:
+        return data
+    if not isinstance(ary, np.ndarray):
+        raise TypeError(f"copy_to_host(ary=...) takes a NumPy array, got {type(ary).__name__}")
+    if ary.shape != handle.shape or ary.dtype != handle.dtype:
+        raise ValueError(f"copy_to_host into an array of shape {ary.shape} and dtype {ary.dtype}: "
+                         f"the handle has shape {handle.shape} and dtype {handle.dtype}")
+    if not ary.flags.writeable:
+        raise ValueError("copy_to_host(ary=...) needs a writeable array")
+    ary[...] = data
+    return ary
+
+
+def reshaped_shape(size: int, shape) -> tuple[int, ...]:
+    """``shape`` (ints, a tuple of them, one of them ``-1``) for ``size`` elements, as NumPy's
+    ``reshape`` reads it; ``ValueError`` when it does not hold ``size`` elements."""
+    if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
+        shape = tuple(shape[0])
+    dims = [operator.index(d) for d in shape]
+    if dims.count(-1) > 1:
+        raise ValueError("can only specify one unknown dimension (-1) in a reshape")
+    if any(d < -1 for d in dims):
+        raise ValueError(f"negative dimension in reshape {tuple(dims)}")
+    if -1 in dims:
+        known = 1
+        for d in dims:
+            if d != -1:
+                known *= d
+        if known == 0 or size % known:
+            raise ValueError(f"cannot reshape a handle of size {size} into shape {tuple(dims)}")
+        dims[dims.index(-1)] = size // known
+    total = 1
+    for d in dims:
+        total *= d
+    if total != size:
+        raise ValueError(f"cannot reshape a handle of size {size} into shape {tuple(dims)}")
+    return tuple(dims)
+
+
+def index_items(key, ndim: int) -> tuple[tuple, bool]:
+    """A handle index as ``(items, keep_int_axis)``: one item per indexed axis, ints, slices and
+    ``None`` (a new axis of length 1), with ``...`` expanded to the slices it stands for.
+    ``keep_int_axis`` is True for a single int (``h[1]`` keeps its axis, see ``Handle``).
+
+    Anything else is not a view of the handle's memory: a list, array or boolean index selects
+    elements NumPy would copy, which a handle (device memory, shared by its views) cannot be.
+    That is a ``TypeError`` saying what to do instead."""
+    items = key if isinstance(key, tuple) else (key,)
+    for item in items:
+        if item is None or item is Ellipsis or isinstance(item, slice):
+            continue
+        if isinstance(item, (bool, np.bool_)):
+            raise TypeError(_not_a_view("a boolean index"))
+        try:
+            operator.index(item)
+        except TypeError:
+            what = ("a list or array index (fancy indexing)"
+                    if isinstance(item, (list, np.ndarray)) or hasattr(item, "__array__")
+                    else f"an index of type {type(item).__name__}")
+            raise TypeError(_not_a_view(what)) from None
+    if sum(item is Ellipsis for item in items) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    indexed = sum(item is not None and item is not Ellipsis for item in items)
+    if indexed > ndim:
+        raise IndexError(f"{indexed} indices for a handle of {ndim} dimensions")
+    at = next((n for n, i in enumerate(items) if i is Ellipsis), None)
+    if at is not None:
+        items = items[:at] + (slice(None),) * (ndim - indexed) + items[at + 1:]
+    keep_int_axis = not isinstance(key, tuple) and key is not None and key is not Ellipsis \
+        and not isinstance(key, slice)
+    return items, keep_int_axis
+
+
+def _not_a_view(what: str) -> str:
+    return (f"handles are indexed with ints, slices, None and '...' (each result is a view "
+            f"sharing the memory); {what} selects a copy, which a handle cannot be: read it "
+            "first (np.asarray(h)[index]) and client.create() the result, or do the selection "
+            "inside a kernel")
