@@ -10,6 +10,18 @@ kernel layer is handed its numba-style launch.
 ``np.asarray(handle)`` is always a copy of the bytes at that moment: the memory is the device's,
 and a later launch that writes the buffer must not change an array the caller already holds.
 So NumPy 2's ``copy=False`` (which demands no copy) is refused with NumPy's own ``ValueError``.
+
+DLPack (``np.from_dlpack(h)``, ``__dlpack__``/``__dlpack__device__``) is the zero-copy way out,
+on the CPU backend, whose memory is host memory. The export is a *read at that moment*, as the
+CUDA backend's ``__cuda_array_interface__`` export is (``backends/cuda/interop.py``): it waits
+for the buffer's writers (and raises the buffer's ``LaunchFailure``), then hands out the memory
+itself. What the consumer holds is a read-only view (DLPack 1.0's read-only flag): a write
+through it would bypass the runtime's dependency tracking and failure ledger. A later launch
+that writes the buffer is not ordered against the consumer's reads and changes what it sees,
+so export again after later launches (or take ``copy=True``). The view keeps the handle (and so
+its memory) alive while the consumer holds it. Consumers that cannot take a read-only export
+(a DLPack version below 1.0) get NumPy's ``BufferError``; other devices' handles get a
+``BufferError`` saying what to use instead.
 """
 
 from __future__ import annotations
@@ -19,16 +31,22 @@ from typing import Callable
 
 import numpy as np
 
-__all__ = ["set_host_reader", "host_array", "copy_to_host", "reshaped_shape", "index_items"]
+__all__ = ["set_host_reader", "host_array", "copy_to_host", "reshaped_shape", "index_items",
+           "dlpack_device", "dlpack_export"]
 
-# ``read(handle) -> np.ndarray``: a client's read of the handle's server (set by client.py).
+# ``read(handle) -> np.ndarray``: a client's read of the handle's server; ``wait_written(handle)``:
+# the same wait for the writers and failure check, without the copy (both set by client.py).
 _read_to_host: Callable | None = None
+_wait_written: Callable | None = None
+
+# DLPack's device type of host memory (``kDLCPU``), as ``ndarray.__dlpack_device__`` gives it.
+_DLPACK_CPU = 1
 
 
-def set_host_reader(read: Callable) -> None:
-    """Set how a handle is read to the host (``client.py`` sets a read through its client)."""
-    global _read_to_host
-    _read_to_host = read
+def set_host_reader(read: Callable, wait_written: Callable) -> None:
+    """Set how a handle is read to the host (``client.py`` sets reads through its client)."""
+    global _read_to_host, _wait_written
+    _read_to_host, _wait_written = read, wait_written
 
 
 def host_array(handle, dtype=None, copy=None) -> np.ndarray:
@@ -63,6 +81,44 @@ def copy_to_host(handle, ary=None, stream=0) -> np.ndarray:
         raise ValueError("copy_to_host(ary=...) needs a writeable array")
     ary[...] = data
     return ary
+
+
+def dlpack_device(handle) -> tuple[int, int]:
+    """``handle.__dlpack_device__()``: ``(kDLCPU, 0)`` for a CPU handle; ``BufferError`` else."""
+    _refuse_non_host(handle)
+    return (_DLPACK_CPU, 0)
+
+
+def dlpack_export(handle, stream=None, max_version=None, dl_device=None, copy=None):
+    """``handle.__dlpack__(...)``: a read-only DLPack capsule of the handle's memory, after its
+    writers (module docstring); the keywords are the DLPack protocol's, handled by NumPy."""
+    _refuse_non_host(handle)
+    if stream is not None:
+        raise BufferError(f"a CPU handle's DLPack export takes stream=None, got {stream!r}")
+    _wait_written(handle)
+    view = handle.server.host_array(handle.binding())
+    exported = np.asarray(_KeepsHandle(view, handle))
+    exported.flags.writeable = False
+    return exported.__dlpack__(max_version=max_version, dl_device=dl_device, copy=copy)
+
+
+class _KeepsHandle:
+    """A view's ``__array_interface__`` with the handle held: NumPy keeps this object as the
+    exported array's base, so the memory is not given back to the pool (and reused by another
+    buffer) while a consumer of the export still reads it."""
+
+    def __init__(self, view: np.ndarray, handle):
+        self.__array_interface__ = view.__array_interface__
+        self.view = view
+        self.handle = handle
+
+
+def _refuse_non_host(handle) -> None:
+    if handle.device.split(":")[0] != "cpu":
+        raise BufferError(
+            f"DLPack export is supported for CPU handles only, not for {handle.device}; a CUDA "
+            "handle has __cuda_array_interface__ (cupy.asarray(h), torch.as_tensor(h, "
+            "device='cuda') take it without a copy), or read it with np.asarray(h)")
 
 
 def reshaped_shape(size: int, shape) -> tuple[int, ...]:

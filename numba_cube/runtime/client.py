@@ -412,6 +412,20 @@ class Client:
                 self.sync()
 
 
-# What np.asarray(handle) and handle.copy_to_host() run: a read through a client of the handle's
-# own server (a handle has no client; any client of its device reads it the same way).
-set_host_reader(lambda handle: Client(handle.server).read(handle))
+def _wait_written(handle: Handle) -> None:
+    """What ``Client.read`` does before its copy: wait for the writers of ``handle``, raise its
+    ``LaunchFailure`` (a DLPack export hands out the memory itself, so it needs no copy)."""
+    client = Client(handle.server)
+    b = client._own(handle)
+    client._refuse_in_capture("a DLPack export")
+    for task in client.server.channel.call(client.server.op_wait_read, (b,)):
+        task.wait()
+    client._report_unrecorded(every_thread=False)
+    failure = client.server.failure_of(b)
+    if failure is not None:
+        raise failure.to_exception()
+
+
+# What np.asarray(handle), handle.copy_to_host() and DLPack exports run: through a client of the
+# handle's own server (a handle has no client; any client of its device reads it the same way).
+set_host_reader(lambda handle: Client(handle.server).read(handle), _wait_written)

@@ -35,7 +35,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import DTypeError, ShapeError
-from .array_like import copy_to_host, host_array, index_items, reshaped_shape
+from .array_like import (copy_to_host, dlpack_device, dlpack_export, host_array, index_items,
+                         reshaped_shape)
 from .layout import byte_extent, c_strides, contiguity, f_strides, is_compact, layout_strides
 
 __all__ = ["Handle", "Binding", "Allocation", "buffer_shape", "buffer_dtype", "buffer_nbytes",
@@ -300,6 +301,13 @@ class Handle:
         """numba's name: the contents as a host array, or copied into ``ary`` (returned); blocks
         until the writers are done (``array_like.copy_to_host``)."""
         return copy_to_host(self, ary, stream)
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """DLPack export of a CPU handle, read-only, after its writers (``array_like.py``)."""
+        return dlpack_export(self, stream, max_version, dl_device, copy)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return dlpack_device(self)
 
     def view_as(self, dtype, shape=None) -> "Handle":
         """The same bytes, read as another dtype/shape (sizes must match). Only a C-contiguous

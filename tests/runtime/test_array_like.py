@@ -203,3 +203,56 @@ def test_basic_indexing_matches_numpy(items, ellipsis_at):
     view = client.create(host)[key]
     assert view.shape == expected.shape
     np.testing.assert_array_equal(np.asarray(view), expected)
+
+
+def test_dlpack_export_is_the_memory_after_the_writer(client):
+    """np.from_dlpack(h) waits for the launch that writes h, then views the buffer's memory
+    without a copy (a later launch's write shows through it), read-only; views export with
+    NumPy's strides of the same view."""
+    out = client.empty(1000)
+    client.launch(fill_index, 8, 128, out)
+    exported = np.from_dlpack(out)
+    np.testing.assert_array_equal(exported, np.arange(1000.0))
+    assert not exported.flags.writeable
+    client.launch(add_one, 8, 128, out, out)
+    client.sync()
+    np.testing.assert_array_equal(exported, np.arange(1000.0) + 1)
+    h = client.create(_HOST)
+    column = np.from_dlpack(h[:, 3])
+    assert column.strides == _HOST[:, 3].strides
+    np.testing.assert_array_equal(column, _HOST[:, 3])
+    assert h.__dlpack_device__() == _HOST.__dlpack_device__()
+
+
+def test_dlpack_copy_and_old_consumers(client):
+    """copy=True exports a writeable copy; a consumer that cannot signal read-only (no
+    max_version: DLPack before 1.0) gets a BufferError instead of a writeable alias; a stream
+    is a BufferError on the CPU."""
+    h = client.create(_HOST)
+    copied = np.from_dlpack(h, copy=True)
+    copied[0, 0] = -1
+    np.testing.assert_array_equal(np.asarray(h), _HOST)
+    with pytest.raises(BufferError):
+        h.__dlpack__()
+    with pytest.raises(BufferError, match="stream"):
+        h.__dlpack__(stream=1, max_version=(1, 0))
+
+
+def test_a_dlpack_export_keeps_the_memory_alive(client):
+    """The exported array holds the handle: dropping every handle of the buffer does not give its
+    memory back (for another buffer to reuse) while the export lives."""
+    import gc
+    import weakref
+
+    h = client.create(_HOST)
+    alive = weakref.ref(h)
+    exported = np.from_dlpack(h)
+    del h
+    gc.collect()
+    assert alive() is not None
+    for _ in range(4):
+        client.create(np.zeros_like(_HOST))
+    np.testing.assert_array_equal(exported, _HOST)
+    del exported
+    gc.collect()
+    assert alive() is None
