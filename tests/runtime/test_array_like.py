@@ -256,3 +256,20 @@ def test_a_dlpack_export_keeps_the_memory_alive(client):
     del exported
     gc.collect()
     assert alive() is None
+
+
+@cube.kernel(writes=("out",))
+def does_not_compile(out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i] = "not a number"      # a typing error: the launch fails, its output carries it
+
+
+def test_reads_of_a_failed_buffer_raise_its_failure(client):
+    """np.asarray, copy_to_host and a DLPack export of a buffer whose writer failed raise that
+    LaunchFailure (nothing stale is handed out), as client.read does."""
+    out = client.empty(4)
+    client.launch(does_not_compile, 1, 32, out)
+    for read in (np.asarray, lambda h: h.copy_to_host(), np.from_dlpack):
+        with pytest.raises(cube.LaunchFailure):
+            read(out)
