@@ -156,29 +156,42 @@ def index_items(key, ndim: int) -> tuple[tuple, bool]:
     elements NumPy would copy, which a handle (device memory, shared by its views) cannot be.
     That is a ``TypeError`` saying what to do instead."""
     items = key if isinstance(key, tuple) else (key,)
-    for item in items:
-        if item is None or item is Ellipsis or isinstance(item, slice):
+    # One pass: slicing is on the path of every launch that binds a view, so the common items
+    # (exact ints and slices) cost one type test each.
+    indexed, ellipsis_at = 0, None
+    for n, item in enumerate(items):
+        kind = type(item)
+        if kind is slice or kind is int:
+            indexed += 1
+        elif item is None:
             continue
-        if isinstance(item, (bool, np.bool_)):
-            raise TypeError(_not_a_view("a boolean index"))
-        try:
-            operator.index(item)
-        except TypeError:
-            what = ("a list or array index (fancy indexing)"
-                    if isinstance(item, (list, np.ndarray)) or hasattr(item, "__array__")
-                    else f"an index of type {type(item).__name__}")
-            raise TypeError(_not_a_view(what)) from None
-    if sum(item is Ellipsis for item in items) > 1:
-        raise IndexError("an index can only have a single ellipsis ('...')")
-    indexed = sum(item is not None and item is not Ellipsis for item in items)
+        elif item is Ellipsis:
+            if ellipsis_at is not None:
+                raise IndexError("an index can only have a single ellipsis ('...')")
+            ellipsis_at = n
+        else:
+            _check_integer(item)
+            indexed += 1
     if indexed > ndim:
         raise IndexError(f"{indexed} indices for a handle of {ndim} dimensions")
-    at = next((n for n, i in enumerate(items) if i is Ellipsis), None)
-    if at is not None:
-        items = items[:at] + (slice(None),) * (ndim - indexed) + items[at + 1:]
-    keep_int_axis = not isinstance(key, tuple) and key is not None and key is not Ellipsis \
-        and not isinstance(key, slice)
+    if ellipsis_at is not None:
+        items = items[:ellipsis_at] + (slice(None),) * (ndim - indexed) + items[ellipsis_at + 1:]
+    keep_int_axis = not isinstance(key, tuple) and indexed == 1 and type(key) is not slice
     return items, keep_int_axis
+
+
+def _check_integer(item) -> None:
+    """An index item that is no int, slice, None or '...': an integer-like one (a NumPy int)
+    passes; anything else selects a copy (``TypeError``)."""
+    if isinstance(item, (bool, np.bool_)):
+        raise TypeError(_not_a_view("a boolean index"))
+    try:
+        operator.index(item)
+    except TypeError:
+        what = ("a list or array index (fancy indexing)"
+                if isinstance(item, (list, np.ndarray)) or hasattr(item, "__array__")
+                else f"an index of type {type(item).__name__}")
+        raise TypeError(_not_a_view(what)) from None
 
 
 def _not_a_view(what: str) -> str:
