@@ -11,7 +11,7 @@ kernel layer is handed its numba-style launch.
 and a later launch that writes the buffer must not change an array the caller already holds.
 So NumPy 2's ``copy=False`` (which demands no copy) is refused with NumPy's own ``ValueError``.
 
-DLPack (``np.from_dlpack(h)``, ``__dlpack__``/``__dlpack__device__``) is the zero-copy way out,
+DLPack (``np.from_dlpack(h)``, ``__dlpack__``/``__dlpack_device__``) is the zero-copy way out,
 on the CPU backend, whose memory is host memory. The export is a *read at that moment*, as the
 CUDA backend's ``__cuda_array_interface__`` export is (``backends/cuda/interop.py``): it waits
 for the buffer's writers (and raises the buffer's ``LaunchFailure``), then hands out the memory
@@ -31,7 +31,10 @@ from typing import Callable
 
 import numpy as np
 
-__all__ = ["set_host_reader", "host_array", "copy_to_host", "reshaped_shape", "index_items",
+from .layout import contiguity, f_strides
+
+__all__ = ["set_host_reader", "host_array", "copy_to_host", "reshape_layout", "reshaped_shape",
+           "index_items",
            "dlpack_device", "dlpack_export"]
 
 # ``read(handle) -> np.ndarray``: a client's read of the handle's server; ``wait_written(handle)``:
@@ -119,6 +122,23 @@ def _refuse_non_host(handle) -> None:
             f"DLPack export is supported for CPU handles only, not for {handle.device}; a CUDA "
             "handle has __cuda_array_interface__ (cupy.asarray(h), torch.as_tensor(h, "
             "device='cuda') take it without a copy), or read it with np.asarray(h)")
+
+
+def reshape_layout(handle, shape, order: str) -> tuple[tuple, tuple | None]:
+    """``(shape, strides)`` of ``handle.reshape(*shape, order=order)``, a view: ``order="C"``
+    needs a C-contiguous handle (strides ``None``), ``order="F"`` an F-contiguous one. Any other
+    reshape would be a copy, which a view cannot be: ``ValueError`` saying what to do."""
+    if order not in ("C", "F"):
+        raise ValueError(f"order is 'C' or 'F', got {order!r}")
+    new_shape = reshaped_shape(handle.size, shape)
+    c_contig, f_contig = contiguity(handle.shape, handle.strides, handle.dtype.itemsize)
+    if order == "C" and c_contig:
+        return new_shape, None
+    if order == "F" and f_contig:
+        return new_shape, f_strides(new_shape, handle.dtype.itemsize)
+    raise ValueError(f"reshape(order={order!r}) of a handle of shape {handle.shape} and strides "
+                     f"{handle.strides} would need a copy: only a {order}-contiguous handle "
+                     "reshapes to a view. Copy it (client.create(np.asarray(h).reshape(...)))")
 
 
 def reshaped_shape(size: int, shape) -> tuple[int, ...]:

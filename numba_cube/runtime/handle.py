@@ -3,7 +3,9 @@
 A ``Handle`` is what users hold: a typed, shaped window (``offset`` bytes into an allocation) of
 one buffer of device memory. Views made by slicing share the allocation. The allocation is given
 back to its server when the last handle or view of it is dropped; the server then keeps the
-memory out of reuse until no stream still uses it (``memory.py``).
+memory out of reuse until no stream still uses it (``memory.py``). Handles are array-like as
+numba's device arrays are where that is a view or a read (``np.asarray``, ``copy_to_host``,
+``reshape``, DLPack): ``array_like.py`` says how.
 
 A ``Binding`` is the plain-value description of one buffer argument that travels from the issuing
 thread to the server: which memory, which bytes, which shape, dtype and byte strides. It is made
@@ -36,8 +38,8 @@ import numpy as np
 
 from ..errors import DTypeError, ShapeError
 from .array_like import (copy_to_host, dlpack_device, dlpack_export, host_array, index_items,
-                         reshaped_shape)
-from .layout import byte_extent, c_strides, contiguity, f_strides, is_compact, layout_strides
+                         reshape_layout)
+from .layout import byte_extent, c_strides, contiguity, is_compact, layout_strides
 
 __all__ = ["Handle", "Binding", "Allocation", "buffer_shape", "buffer_dtype", "buffer_nbytes",
            "MAX_BUFFER_BYTES"]
@@ -275,21 +277,10 @@ class Handle:
 
     def reshape(self, *shape, order: str = "C") -> "Handle":
         """A view of the same memory in another shape (NumPy's ``reshape``: ints or a tuple, one
-        of them may be ``-1``). ``order="C"`` needs a C-contiguous handle, ``order="F"`` an
-        F-contiguous one; any other reshape would be a copy, which a handle's view cannot be
-        (``ValueError``: read it and ``client.create`` the reshaped array instead)."""
-        if order not in ("C", "F"):
-            raise ValueError(f"order is 'C' or 'F', got {order!r}")
-        new_shape = reshaped_shape(self.size, shape)
-        c_contig, f_contig = contiguity(self.shape, self.strides, self.dtype.itemsize)
-        if order == "C" and c_contig:
-            return Handle(self._alloc, self.offset, new_shape, self.dtype)
-        if order == "F" and f_contig:
-            return Handle(self._alloc, self.offset, new_shape, self.dtype,
-                          f_strides(new_shape, self.dtype.itemsize))
-        raise ValueError(f"reshape(order={order!r}) of a handle of shape {self.shape} and strides "
-                         f"{self.strides} would need a copy: only a {order}-contiguous handle "
-                         "reshapes to a view. Copy it (client.create(np.asarray(h).reshape(...)))")
+        of them may be ``-1``), of a C-contiguous handle (``order="F"``: an F-contiguous one);
+        a reshape that would be a copy is a ``ValueError`` (``array_like.reshape_layout``)."""
+        new_shape, strides = reshape_layout(self, shape, order)
+        return Handle(self._alloc, self.offset, new_shape, self.dtype, strides)
 
     # -- array-like: NumPy and numba.cuda read handles (array_like.py) ---------------------------
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
