@@ -26,6 +26,10 @@ and the server hands back *its own* outcome (``Client.launch_and_wait``), instea
 being looked for on buffers, where a launch that writes none would leave no trace. The caller's
 arrays are then left as they were.
 
+numba's launch-configuration stream (``kernel[count, dim, stream]``) is honoured or refused,
+never dropped (``numba_launch_stream``): a ``cube.StreamId`` is the stream of that launch, 0 and
+None the usual one, anything else a ``StreamIdError`` before anything is copied or launched.
+
 numba's argument hints keep their meaning: ``cuda.In(a)`` is copied in and never back (whatever
 the kernel writes into it stays on the device, as with numba.cuda), ``cuda.Out(a)`` and
 ``cuda.InOut(a)`` are copied back whether or not the analysis sees a write. A hint around
