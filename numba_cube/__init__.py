@@ -50,11 +50,11 @@ __version__ = "0.1.0"
 # Two layers call up into a layer above them, which hands itself in here instead of being imported
 # from below (tests/test_layering.py keeps the import graph free of cycles). Both imports are
 # deferred to the first call, so `import numba_cube` loads neither Numba nor the plugins.
-def _launch_numba_style(kernel_, count, dim, *args, shared_bytes=0) -> None:
+def _launch_numba_style(kernel_, count, dim, *args, shared_bytes=0, stream=None) -> None:
     """``kernel[count, dim](*args)``: the runtime's numba-style launch (``runtime/eager.py``)."""
     from .runtime.eager import launch_eager
 
-    launch_eager(kernel_, count, dim, *args, shared_bytes=shared_bytes)
+    launch_eager(kernel_, count, dim, *args, shared_bytes=shared_bytes, stream=stream)
 
 
 def _start_plugins() -> None:

@@ -59,7 +59,7 @@ _numba_style_launch: Callable | None = None
 
 def set_numba_style_launch(launch: Callable) -> None:
     """Set what ``kernel[count, dim](*args)`` runs: ``launch(kernel, count, dim, *args,
-    shared_bytes=n)`` (``numba_cube/__init__.py`` sets the runtime's)."""
+    shared_bytes=n, stream=s)`` (``numba_cube/__init__.py`` sets the runtime's)."""
     global _numba_style_launch
     _numba_style_launch = launch
 
@@ -190,19 +190,24 @@ class Kernel:
     # -- launches -----------------------------------------------------------------------------------
     def __getitem__(self, config) -> Callable:
         """``kernel[count, dim](*args)``: numba-style launch on the current client (``cube.use``);
-        ``kernel[count, dim, stream, shared_bytes]`` sizes its dynamic shared memory, as in
+        ``kernel[count, dim, stream]`` launches on ``stream`` (a ``cube.StreamId``; ``0`` or
+        ``None``: the launch's usual stream; ``runtime/eager.py`` says what else it refuses),
+        ``kernel[count, dim, stream, shared_bytes]`` also sizes its dynamic shared memory, as in
         numba.cuda."""
         if not isinstance(config, tuple) or len(config) not in (2, 3, 4):
             raise LaunchArgumentError("launch configuration is kernel[count, dim] or "
                                       "kernel[count, dim, stream, shared_bytes]")
         count, dim = config[0], config[1]
+        # numba's third value is the stream. It must reach the launch, or be refused there: a
+        # stream dropped here would put the launch on another queue than the caller ordered.
+        stream = config[2] if len(config) >= 3 else None
         # numba's fourth value sizes the kernel's dynamic shared memory (the bytes every
         # cuda.shared.array(0, dtype) views). It must reach the launch: without it the kernel
         # gets no such memory, and on a GPU its first access is an illegal address. The client
-        # validates it on this thread, before anything is queued. (The third value, numba's
-        # stream, is not numba_cube's: the launch takes this thread's stream.)
+        # validates it on this thread, before anything is queued.
         shared_bytes = config[3] if len(config) == 4 else 0
-        return functools.partial(_numba_style_launch, self, count, dim, shared_bytes=shared_bytes)
+        return functools.partial(_numba_style_launch, self, count, dim, shared_bytes=shared_bytes,
+                                 stream=stream)
 
     def __call__(self, *args, **kwargs):
         raise TypeError(f"kernel {self.name} must be launched: kernel[count, dim](*args) or "

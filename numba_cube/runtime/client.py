@@ -38,6 +38,7 @@ from ..kernel.kernel import Kernel, kernel as make_kernel
 from . import observers, profiling
 from .arguments import bind_arguments
 from .geometry import CubeCount, CubeDim, dynamic_shared_bytes
+from .array_like import set_host_reader
 from .handle import Allocation, Binding, Handle, buffer_dtype, buffer_nbytes, buffer_shape
 from .launch_log import note_launch
 from .layout import f_strides
@@ -173,15 +174,24 @@ class Client:
 
         Raises ``LaunchFailure`` (with the root cause) if the buffer was not written.
         """
+        b = self._wait_for_writers(handle, "a read")
+        # (here, not in the helper: the warning's stacklevel counts from this method)
+        self._report_unrecorded(every_thread=False)
+        self._raise_failure_of(b)
+        return self.server.read_binding(b)
+
+    def _wait_for_writers(self, handle: Handle, what: str) -> Binding:
+        """``handle``'s binding, once the work that writes it is done (a read, a DLPack export)."""
         b = self._own(handle)
-        self._refuse_in_capture("a read")
+        self._refuse_in_capture(what)
         for task in self.server.channel.call(self.server.op_wait_read, (b,)):
             task.wait()
-        self._report_unrecorded(every_thread=False)
+        return b
+
+    def _raise_failure_of(self, b: Binding) -> None:
         failure = self.server.failure_of(b)
         if failure is not None:
             raise failure.to_exception()
-        return self.server.read_binding(b)
 
     def read_many(self, handles) -> list[np.ndarray]:
         bindings = tuple(self._own(h) for h in handles)
@@ -409,3 +419,17 @@ class Client:
                 return fn()
             finally:
                 self.sync()
+
+
+def _wait_for_export(handle: Handle) -> None:
+    """What a DLPack export of ``handle`` waits for: its writers, as a read does, and the failure
+    they left (the export hands out the memory itself, so there is no copy to make)."""
+    client = Client(handle.server)
+    b = client._wait_for_writers(handle, "a DLPack export")
+    client._report_unrecorded(every_thread=False)
+    client._raise_failure_of(b)
+
+
+# What np.asarray(handle), handle.copy_to_host() and DLPack exports run: through a client of the
+# handle's own server (a handle has no client; any client of its device reads it the same way).
+set_host_reader(lambda handle: Client(handle.server).read(handle), _wait_for_export)

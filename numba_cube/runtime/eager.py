@@ -26,6 +26,10 @@ and the server hands back *its own* outcome (``Client.launch_and_wait``), instea
 being looked for on buffers, where a launch that writes none would leave no trace. The caller's
 arrays are then left as they were.
 
+numba's launch-configuration stream (``kernel[count, dim, stream]``) is honoured or refused,
+never dropped (``numba_launch_stream``): a ``cube.StreamId`` is the stream of that launch, 0 and
+None the usual one, anything else a ``StreamIdError`` before anything is copied or launched.
+
 numba's argument hints keep their meaning: ``cuda.In(a)`` is copied in and never back (whatever
 the kernel writes into it stays on the device, as with numba.cuda), ``cuda.Out(a)`` and
 ``cuda.InOut(a)`` are copied back whether or not the analysis sees a write. A hint around
@@ -38,11 +42,12 @@ import sys
 
 import numpy as np
 
-from ..errors import LayoutError
+from ..errors import LayoutError, StreamIdError
 from ..kernel.io_ir import TUPLE
 from ..kernel.kernel import resolve_access
 from .arguments import RecordArgument
 from .registry import current_client
+from .streams import StreamId
 
 __all__ = ["launch_eager"]
 
@@ -137,15 +142,44 @@ def _stage_array(client, i: int, a: np.ndarray, rule: str, host: list):
     return h.strided_view(0, a.shape, strides)
 
 
-def launch_eager(kernel, count, dim, *args, shared_bytes=0) -> None:
-    """``kernel[count, dim](*args)`` (``shared_bytes``: ``kernel[count, dim, stream, nbytes]``)."""
+def launch_eager(kernel, count, dim, *args, shared_bytes=0, stream=None) -> None:
+    """``kernel[count, dim](*args)`` (``stream``, ``shared_bytes``: ``kernel[count, dim, stream,
+    nbytes]``)."""
     client = current_client()
+    stream_id = numba_launch_stream(stream)
+    if stream_id is not None:
+        # The launch's explicit stream wins over a pinned client's and the thread's, as numba's
+        # stream argument names the queue of exactly this launch.
+        client = client.set_stream(stream_id)
     retr: list = []
     if kernel.extensions:
         args = _run_extensions(kernel.extensions, args, retr)
     _launch_and_copy_back(client, kernel, count, dim, args, shared_bytes)
     for write_back in retr:         # the extensions' own copy-backs, after ours, as numba-cuda
         write_back()
+
+
+def numba_launch_stream(stream) -> StreamId | None:
+    """The ``StreamId`` of numba's launch-configuration stream, or None for the launch's usual
+    stream (the client's pinned one, else the thread's).
+
+    ``0`` and ``None`` are numba's default stream: numba_cube orders every launch after the work
+    on the buffers it shares, so the default stream's serialization adds nothing a user can
+    observe. A numba-cuda or CuPy stream object is refused (``StreamIdError``): honouring it
+    means ordering this launch after whatever else that library queued on it, and the host's
+    ``stream.synchronize()`` after this launch, which numba_cube's queues do not do; silently
+    launching elsewhere would break code that relies on either."""
+    if stream is None or (type(stream) is int and stream == 0):
+        return None
+    if isinstance(stream, StreamId):
+        return stream
+    foreign = " (a foreign stream object)" if hasattr(stream, "synchronize") else ""
+    raise StreamIdError(
+        f"kernel[count, dim, stream] takes a cube.StreamId (cube.StreamId.new()), 0 or None (the "
+        f"launch's usual stream); got {type(stream).__name__} {stream!r}{foreign}. numba_cube "
+        "cannot order a launch after other work queued on a numba-cuda or CuPy stream: drop the "
+        "stream (launches are ordered by the buffers they share; a foreign array is ordered "
+        "after the stream its __cuda_array_interface__ names) or use a cube.StreamId")
 
 
 def _run_extensions(extensions, args: tuple, retr: list) -> tuple:

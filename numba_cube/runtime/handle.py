@@ -3,7 +3,9 @@
 A ``Handle`` is what users hold: a typed, shaped window (``offset`` bytes into an allocation) of
 one buffer of device memory. Views made by slicing share the allocation. The allocation is given
 back to its server when the last handle or view of it is dropped; the server then keeps the
-memory out of reuse until no stream still uses it (``memory.py``).
+memory out of reuse until no stream still uses it (``memory.py``). Handles are array-like as
+numba's device arrays are where that is a view or a read (``np.asarray``, ``copy_to_host``,
+``reshape``, DLPack): ``array_like.py`` says how.
 
 A ``Binding`` is the plain-value description of one buffer argument that travels from the issuing
 thread to the server: which memory, which bytes, which shape, dtype and byte strides. It is made
@@ -35,6 +37,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import DTypeError, ShapeError
+from .array_like import (copy_to_host, dlpack_device, dlpack_export, host_array, index_items,
+                         reshape_layout)
 from .layout import byte_extent, c_strides, contiguity, is_compact, layout_strides
 
 __all__ = ["Handle", "Binding", "Allocation", "buffer_shape", "buffer_dtype", "buffer_nbytes",
@@ -231,20 +235,22 @@ class Handle:
     def __getitem__(self, key) -> "Handle":
         """A view sharing memory. ``h[i]`` and ``h[a:b:c]`` index the first axis; an int alone
         keeps its axis (``h[1]`` of shape ``(1, ...)``: a handle stays a buffer), as it always
-        has. A tuple of ints and slices (``h[:, 1]``, ``h[::2, 1:]``) indexes axis by axis as
-        NumPy's basic indexing does, ints dropping their axis. Views with steps, of a column, or
-        of an F-ordered handle are strided (``layout``); kernels get them with their strides."""
+        has. A tuple of ints, slices, ``None`` and ``...`` (``h[:, 1]``, ``h[::2, 1:]``,
+        ``h[..., 0]``) indexes axis by axis as NumPy's basic indexing does, ints dropping their
+        axis, ``None`` adding one of length 1. Views with steps, of a column, or of an F-ordered
+        handle are strided (``layout``); kernels get them with their strides. An index that
+        would be a copy (a list, an array, a boolean) is a ``TypeError`` (``array_like.py``)."""
         if not self.shape:
             raise IndexError("a 0-d handle cannot be sliced")
-        if isinstance(key, tuple):
-            if len(key) > len(self.shape):
-                raise IndexError(f"{len(key)} indices for a handle of {len(self.shape)} dimensions")
-            items, keep_int_axis = key, False
-        else:
-            items, keep_int_axis = (key,), True
+        items, keep_int_axis = index_items(key, len(self.shape))
         strides = self.strides
         offset, shape, new_strides = self.offset, [], []
-        for axis, item in enumerate(items):
+        axis = 0
+        for item in items:
+            if item is None:
+                shape.append(1)
+                new_strides.append(0)      # (a length-1 axis: its stride is never stepped)
+                continue
             dim, stride = self.shape[axis], strides[axis]
             if isinstance(item, slice):
                 start, stop, step = item.indices(dim)
@@ -252,12 +258,9 @@ class Handle:
                 offset += start * stride if count else 0
                 shape.append(count)
                 new_strides.append(stride * step)
+                axis += 1
                 continue
-            try:
-                index = operator.index(item)
-            except TypeError:
-                raise TypeError(f"handles are indexed with ints and slices, got "
-                                f"{type(item).__name__}") from None
+            index = operator.index(item)
             if index < 0:
                 index += dim
             if not 0 <= index < dim:
@@ -267,9 +270,35 @@ class Handle:
             if keep_int_axis:
                 shape.append(1)
                 new_strides.append(stride)
-        shape.extend(self.shape[len(items):])
-        new_strides.extend(strides[len(items):])
+            axis += 1
+        shape.extend(self.shape[axis:])
+        new_strides.extend(strides[axis:])
         return Handle(self._alloc, offset, tuple(shape), self.dtype, tuple(new_strides))
+
+    def reshape(self, *shape, order: str = "C") -> "Handle":
+        """A view of the same memory in another shape (NumPy's ``reshape``: ints or a tuple, one
+        of them may be ``-1``), of a C-contiguous handle (``order="F"``: an F-contiguous one);
+        a reshape that would be a copy is a ``ValueError`` (``array_like.reshape_layout``)."""
+        new_shape, strides = reshape_layout(self, shape, order)
+        return Handle(self._alloc, self.offset, new_shape, self.dtype, strides)
+
+    # -- array-like: NumPy and numba.cuda read handles (array_like.py) ---------------------------
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        """``np.asarray(h)``: waits for the handle's writers, then a host copy of its contents
+        (``LaunchFailure`` if the buffer was not written; ``copy=False``: ``ValueError``)."""
+        return host_array(self, dtype, copy)
+
+    def copy_to_host(self, ary=None, stream=0) -> np.ndarray:
+        """numba's name: the contents as a host array, or copied into ``ary`` (returned); blocks
+        until the writers are done (``array_like.copy_to_host``)."""
+        return copy_to_host(self, ary, stream)
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """DLPack export of a CPU handle, read-only, after its writers (``array_like.py``)."""
+        return dlpack_export(self, stream, max_version, dl_device, copy)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return dlpack_device(self)
 
     def view_as(self, dtype, shape=None) -> "Handle":
         """The same bytes, read as another dtype/shape (sizes must match). Only a C-contiguous

@@ -183,6 +183,16 @@ class CpuBackend(HostBackend):
 
     def compile(self, kernel, arg_types, extras, options):
         kernel.check_frozen()
+        if numba.config.DISABLE_JIT:
+            # njit then hands back the plain Python function (no .compile). Running the kernel
+            # as Python instead would not be numba.cuda's arithmetic (no int32/float32
+            # rounding or wrap-around), so it is refused, saying what runs kernels as Python.
+            raise CompileError(
+                f"kernel {kernel.name}: NUMBA_DISABLE_JIT=1 is set, and the CPU backend compiles "
+                "kernels with numba.njit, which it turns off. Unset NUMBA_DISABLE_JIT for the "
+                "CPU backend; to step through a kernel as Python, run it on numba-cuda's "
+                "simulator (NUMBA_ENABLE_CUDASIM=1 and a CUDA client)",
+                construct="NUMBA_DISABLE_JIT=1")
         prog = self._program(kernel, cpu_flags(kernel, options))
         dispatcher = prog.serial if extras[0] == "serial" else prog.parallel
         # A kernel with dynamic shared memory takes its size after the geometry (dynshared.py)

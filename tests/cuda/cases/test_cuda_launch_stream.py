@@ -1,0 +1,44 @@
+"""numba's launch-configuration stream on the CUDA backend (runtime/eager.py): a
+``cube.StreamId`` is the launch's stream and the result is NumPy's; a numba-cuda stream object,
+which numba_cube cannot order its work after, is a ``StreamIdError`` before anything runs (the
+caller's array untouched), on the simulator (whose ``cuda.stream()`` is numba-cuda's own) and a
+GPU; the StreamId launch also on the fake driver.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numba import cuda
+
+import numba_cube as cube
+from numba_cube.errors import StreamIdError
+
+from _cuda_setup import only
+
+
+@cube.kernel
+def double(a):
+    i = cuda.grid(1)
+    if i < a.shape[0]:
+        a[i] = 2 * a[i]
+
+
+def test_a_stream_id_launch_computes_numpys_result(client):
+    """kernel[count, dim, StreamId] and kernel[count, dim, 0] run on a handle as
+    kernel[count, dim] does."""
+    h = client.create(np.arange(40.0))
+    with client:
+        double[1, 64, cube.StreamId.new()](h)
+        double[1, 64, 0](h)
+    np.testing.assert_array_equal(np.asarray(h), np.arange(40.0) * 4)
+
+
+@only("sim", "gpu", why="numba-cuda's cuda.stream() needs its simulator or a GPU")
+def test_a_numba_stream_object_is_refused(client):
+    """cuda.stream() in the launch configuration is a StreamIdError naming cube.StreamId; the
+    kernel did not run."""
+    host = np.ones(8)
+    with client, pytest.raises(StreamIdError, match="cube.StreamId"):
+        double[1, 64, cuda.stream()](host)
+    np.testing.assert_array_equal(host, np.ones(8))
