@@ -22,10 +22,13 @@ import logging
 import sys
 import threading
 from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
 
 from .watchers import watch
 
-__all__ = ["Profile", "KernelTiming", "open_profile", "active_profile", "note_duration",
+__all__ = ["Profile", "ProfileResult", "KernelStats", "KernelTiming", "open_profile", "active_profile", "note_duration",
            "log_duration", "PROFILE_LOG"]
 
 PROFILE_LOG = logging.getLogger("numba_cube.profile")
@@ -40,6 +43,51 @@ _count_lock = threading.Lock()
 class KernelTiming:
     kernel_id: str
     seconds: float
+
+
+class KernelStats(NamedTuple):
+    """Durations of one kernel's launches in a profile, in seconds (``std``: NumPy's, ddof 0)."""
+
+    calls: int
+    mean: float
+    std: float
+    min: float
+    median: float
+
+
+class ProfileResult(NamedTuple):
+    """What ``client.profile(fn)`` returns: ``fn``'s result and one ``KernelTiming`` per launch
+    (so ``result, timings = client.profile(fn)`` unpacks as it always did); printed, a table of
+    each kernel's calls, mean, std, min and median, in the spirit of ``cupyx.profiler.benchmark``."""
+
+    result: object
+    timings: list
+
+    def stats(self) -> dict[str, KernelStats]:
+        """Per kernel id, in the order of first launch: its ``KernelStats``."""
+        by_kernel: dict[str, list[float]] = {}
+        for timing in self.timings:
+            by_kernel.setdefault(timing.kernel_id, []).append(timing.seconds)
+        return {kernel_id: KernelStats(len(s), float(np.mean(s)), float(np.std(s)),
+                                       float(np.min(s)), float(np.median(s)))
+                for kernel_id, s in by_kernel.items()}
+
+    def table(self) -> str:
+        """The stats as a text table, durations in microseconds."""
+        stats = self.stats()
+        width = max([len("kernel")] + [len(k) for k in stats])
+        columns = ("calls", "mean (us)", "std (us)", "min (us)", "median (us)")
+        rows = [f"{'kernel':<{width}}  " + "  ".join(f"{c:>11}" for c in columns)]
+        for kernel_id, s in stats.items():
+            times = (s.mean, s.std, s.min, s.median)
+            rows.append(f"{kernel_id:<{width}}  {s.calls:>11}  "
+                        + "  ".join(f"{v * 1e6:>11.3f}" for v in times))
+        if not stats:
+            rows.append("(no launches)")
+        return "\n".join(rows)
+
+    def __str__(self) -> str:
+        return self.table()
 
 
 @dataclass

@@ -148,3 +148,47 @@ def test_profile_log_shows_without_logging_configuration(setup, tmp_path):
         assert lines[0].startswith("APP numba_cube.profile")
     else:
         assert lines[0] in proc.stderr.splitlines() and lines[0].startswith("numba_cube.profile:")
+
+
+@cube.kernel
+def inc_twice(x):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] += 2.0
+
+
+def test_profile_summary_table(client):
+    """client.profile's result still unpacks as (result, timings), and summarizes them per kernel
+    (calls, mean, std, min, median: the NumPy statistics of that kernel's durations, in the order
+    kernels were first launched); printed, it is a table with one row per kernel."""
+    x = client.create(np.zeros(32))
+
+    def work():
+        for _ in range(4):
+            client.launch(inc, 1, 32, x)
+        client.launch(inc_twice, 1, 32, x)
+        return 7
+
+    profile = client.profile(work)
+    result, timings = profile
+    assert result == 7 and len(timings) == 5
+    stats = profile.stats()
+    assert list(stats) == [inc.id, inc_twice.id]
+    mine = [t.seconds for t in timings if t.kernel_id == inc.id]
+    assert stats[inc.id] == (4, np.mean(mine), np.std(mine), np.min(mine), np.median(mine))
+    assert stats[inc_twice.id].calls == 1 and stats[inc_twice.id].std == 0.0
+    lines = str(profile).splitlines()
+    assert lines[0].split() == ["kernel", "calls", "mean", "(us)", "std", "(us)", "min", "(us)",
+                                "median", "(us)"]
+    row = lines[1].split()
+    assert row[0] == inc.id and row[1] == "4"
+    assert float(row[2]) == pytest.approx(np.mean(mine) * 1e6, abs=1e-3)
+    assert lines[2].split()[:2] == [inc_twice.id, "1"]
+    np.testing.assert_array_equal(client.read(x), np.full(32, 6.0))
+
+
+def test_profile_summary_without_launches(client):
+    """A profile of work that launched nothing has no stats and says so when printed."""
+    profile = client.profile(lambda: None)
+    assert profile == (None, []) and profile.stats() == {}
+    assert "(no launches)" in str(profile)
