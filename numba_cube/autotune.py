@@ -24,8 +24,8 @@ First use of a key:
 The winner is then run on the real arguments in the caller's launch mode (under a dry run it only
 compiles). Results are kept in memory and on disk (``<cache dir>/autotune.json``, see
 ``autotune_store``), keyed by device, tuner name, candidate set and key, so a new process does
-not tune again; ``NUMBA_CUBE_AUTOTUNE_CACHE=0`` turns the disk cache off. Long tuning shows
-progress on a terminal (never in logs or CI).
+not tune again; ``NUMBA_CUBE_AUTOTUNE_CACHE=0`` turns the disk cache off. Tuning shows a progress
+bar (tqdm, the ``progress`` extra; ``progress.py``) on a terminal, never when piped or in CI.
 
 A result is only as good as the code it measured, and the key above does not see the kernels a
 candidate launches (a kernel table filled by a factory, a kernel edited in another module). So
@@ -45,7 +45,6 @@ from __future__ import annotations
 import hashlib
 import inspect
 import os
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -53,6 +52,7 @@ from typing import Any, Callable
 
 from . import config
 from .errors import LaunchFailure
+from .progress import progress_bar
 from .runtime.handle import Handle
 from .runtime.launch_log import record_launches
 from .runtime.modes import dry_run, real_run
@@ -174,12 +174,12 @@ class Tuner:
                 except Exception:  # noqa: BLE001 - judged in step 2
                     pass
                 launched[name].update(ids)
-        progress = _Progress(self.name, len(names))
+        progress = progress_bar(len(names), f"tuning {self.name}")
         timings, disqualified = {}, {}
         with real_run():
             def measure_all():
-                for i, name in enumerate(names):
-                    progress.show(i, name)
+                for name in names:
+                    progress.set_postfix_str(name)
                     try:
                         with record_launches() as ids:
                             timings[name] = self._time_one(client, self.candidates[name], args,
@@ -187,8 +187,11 @@ class Tuner:
                     except Exception as exc:  # noqa: BLE001 - disqualify, do not fail the tuner
                         disqualified[name] = f"{type(exc).__name__}: {exc}"
                     launched[name].update(ids)
-            client.exclusive(measure_all)
-        progress.done()
+                    progress.update()
+            try:
+                client.exclusive(measure_all)
+            finally:
+                progress.close()
         if not timings:
             raise RuntimeError(f"tuner {self.name}: every candidate failed: {disqualified}")
         best = min(timings, key=timings.get)
@@ -226,25 +229,6 @@ def _store():
 
 def _disk_cache_on() -> bool:
     return config.get_bool("NUMBA_CUBE_AUTOTUNE_CACHE", True)
-
-
-class _Progress:
-    """One status line on a terminal; silent when stderr is not a TTY or under CI."""
-
-    def __init__(self, name: str, total: int):
-        self.name = name
-        self.total = total
-        self.enabled = sys.stderr.isatty() and not os.environ.get("CI")
-
-    def show(self, i: int, candidate: str) -> None:
-        if self.enabled:
-            sys.stderr.write(f"\rtuning {self.name}: candidate {i + 1}/{self.total} ({candidate})   ")
-            sys.stderr.flush()
-
-    def done(self) -> None:
-        if self.enabled:
-            sys.stderr.write("\r" + " " * 72 + "\r")
-            sys.stderr.flush()
 
 
 def autotune(*, key: Callable[..., Any], candidates, name: str | None = None, warmup: int = 1,

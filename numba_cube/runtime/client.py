@@ -398,7 +398,8 @@ class Client:
 
     def profile(self, fn):
         """Run ``fn()``; return ``(result, durations)``, one ``KernelTiming`` per launch it issued
-        on this stream. Inside a capture window on this stream the profile is refused: it raises
+        on this stream, as a ``ProfileResult`` (a named tuple that prints as a per-kernel table
+        of calls, mean, std, min and median). Inside a capture window on this stream the profile is refused: it raises
         ``CaptureError`` without running ``fn`` (timings are no work a graph can carry), and the
         capture is doomed like by any refused operation."""
         stream = self.stream_id
@@ -408,7 +409,7 @@ class Client:
             result = fn()
         finally:
             profiling.close_profile(prof)
-        return result, list(prof.durations)
+        return profiling.ProfileResult(result, list(prof.durations))
 
     def exclusive(self, fn):
         """Run ``fn()`` with the device to itself: other work is drained first, and launches from

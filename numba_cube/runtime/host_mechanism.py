@@ -33,7 +33,7 @@ from .. import config
 from ..backends.base import DeviceMechanism, HostBackend
 from ..errors import CompileError
 from ..kernel.kernel import resolve_access
-from . import observers
+from . import observers, profiling
 from .borrowed import BorrowedMemory
 from .channel import InlineChannel
 from .capture import Graph
@@ -48,7 +48,6 @@ from .warm_host import WarmLaunches
 __all__ = ["HostMechanism", "HostBoundLaunch", "CacheEntry", "alignment_of"]
 
 log = logging.getLogger("numba_cube")
-profile_log = logging.getLogger("numba_cube.profile")
 
 
 @dataclass
@@ -292,7 +291,7 @@ class HostMechanism(DeviceMechanism):
             if warm is not None:
                 warm.note_duration(rec.artifact, task.duration)
             if task.duration is not None and config.get_bool("NUMBA_CUBE_PROFILE_LOG"):
-                profile_log.info("%s on %s: %.3f ms", rec.kernel_id, device, task.duration * 1e3)
+                profiling.log_duration(rec.kernel_id, device, task.duration)
             if observers.tasks_observed():
                 end = time.perf_counter()
                 observers.notify_task(observers.TaskEvent(

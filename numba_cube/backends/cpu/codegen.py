@@ -317,5 +317,5 @@ class Unit:
         params += [f"{h}=0" if defaults else h for h in hidden]
         w.line(self._decorator(None))
         with w.indent(f"def {alias}({', '.join(params)}):"):
-            w.code(low.body)
+            w.code(low.body, fn)
         w.line()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import difflib
 import operator
 from dataclasses import dataclass
 
@@ -66,6 +67,23 @@ def _expr(src: str) -> ast.expr:
 BIT_INTRINSICS = frozenset({"popc", "clz", "ffs", "brev"})
 
 
+def unknown_cuda_name(path: str) -> str | None:
+    """Why ``cuda.<path>`` is no name of numba.cuda at all ("unknown ..., did you mean ..."), or
+    ``None`` when numba.cuda has it (then the CPU backend merely does not support it)."""
+    # Only on this error path: the kernel's own module has imported numba.cuda already.
+    import numba.cuda
+
+    owner, owner_name = numba.cuda, "cuda"
+    for part in path.split("."):
+        if not hasattr(owner, part):
+            public = [name for name in dir(owner) if not name.startswith("_")]
+            close = difflib.get_close_matches(part, public, n=3, cutoff=0.6)
+            hint = f"; did you mean {', '.join(f'{owner_name}.{c}' for c in close)}?" if close else ""
+            return f"unknown name: {owner_name} has no attribute {part!r}{hint}"
+        owner, owner_name = getattr(owner, part), f"{owner_name}.{part}"
+    return None
+
+
 class CudaCalls(WarpLowering, RaiseLowering):
     """Mixin: lowering of CUDA builtin values and calls (needs ``fn``, ``env``, ``role``,
     ``owned``, ``n_reductions``, ``visit`` and ``_err`` from the ``Lowerer``)."""
@@ -83,6 +101,10 @@ class CudaCalls(WarpLowering, RaiseLowering):
             reason = (f"only supported as a statement 'name = cuda.{path}(predicate)' in the "
                       "kernel body")
         else:
+            unknown = unknown_cuda_name(path)
+            if unknown is not None:
+                # A typo is not a missing feature: say so, with what the user likely meant.
+                return self._err(f"{what}: {unknown}", what, node)
             reason = "this CUDA builtin is not supported"
         return self._err(f"{what}: {reason} (CPU backend)", what, node)
 

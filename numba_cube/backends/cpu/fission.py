@@ -245,7 +245,7 @@ class CubeKernel:
             if isinstance(it, Region):
                 self._region(w, it)
             elif isinstance(it, (Uniform, Flow)):
-                w.code([it.stmt])
+                w.code([it.stmt], self.lowered.fn)
             elif isinstance(it, Exchange):
                 warps_emit.emit_exchange(w, it, fn, self.uniform, self.total, "__nt",
                                          it.k in self.snapshots)
@@ -371,7 +371,7 @@ class CubeKernel:
                 continue
             with w.indent(f"if {name}__ok:"):
                 w.line(f"{name} = {name}__r[{slot}]")
-        w.code(code)
+        w.code(code, self.lowered.fn)
         for name in self.stores[region.index]:
             if name in allocated:
                 w.line(f"{name}__r[{slot}] = {name}")

@@ -265,7 +265,7 @@ class FlatKernel:
                        else "__tid = __tbase + __tx")
             if self.uses_flag:
                 w.line(f"{RET_FLAG} = False")
-            w.code(self.body)
+            w.code(self.body, self.lowered.fn)
 
 
 __all__ = ["FlatKernel", "GuardHoist"]

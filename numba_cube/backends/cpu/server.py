@@ -42,7 +42,7 @@ from ...runtime.channel import InlineChannel
 from ...runtime.geometry import MAX_DYNAMIC_SHARED_BYTES
 from ...runtime.server import DeviceServer
 from ..base import HostBackend
-from . import fp16
+from . import fp16, linemarks
 
 __all__ = ["CpuBackend", "make_cpu_server", "select_threading_layer", "cpu_flags"]
 
@@ -202,9 +202,15 @@ class CpuBackend(HostBackend):
         except CompileError:
             raise
         except Exception as exc:
-            raise CompileError.wrapping(
+            # Numba names lines of the generated module; the user's own lines are what to fix.
+            detail, where = linemarks.point_to_user(str(exc), prog.path, prog.source)
+            at = "" if where is None else f" at {where[0]}, line {where[1]}"
+            err = CompileError.wrapping(
                 f"kernel {kernel.name} does not compile for arguments "
-                f"({', '.join(map(str, arg_types))}): {type(exc).__name__}: {exc}", exc) from exc
+                f"({', '.join(map(str, arg_types))}){at}: {type(exc).__name__}: {detail}", exc)
+            if where is not None:
+                err.filename, err.lineno = where
+            raise err from exc
         if not callable(entry):
             entry = dispatcher
 

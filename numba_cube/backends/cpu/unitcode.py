@@ -19,6 +19,7 @@ import ast
 import copy
 from contextlib import contextmanager
 
+from numba_cube.backends.cpu import linemarks
 from numba_cube.backends.cpu.hidden import LOCAL_MARKER
 
 RET_FLAG = "__ret"
@@ -34,13 +35,17 @@ class Writer:
     def line(self, text: str = "") -> None:
         self.lines.append(("    " * self.depth + text) if text else "")
 
-    def code(self, stmts: list[ast.stmt]) -> None:
-        """Unparse statements at the current indentation (``pass`` for an empty list)."""
+    def code(self, stmts: list[ast.stmt], origin=None) -> None:
+        """Unparse statements at the current indentation (``pass`` for an empty list); with
+        ``origin``, the ``SourceFunction`` they come from, each ends in a comment naming the
+        user's line (``linemarks``: what Numba's errors are pointed back to)."""
         if not stmts:
             self.line("pass")
             return
-        for text in ast.unparse(ast.Module(body=stmts, type_ignores=[])).splitlines():
-            self.line(text)
+        text = ast.unparse(ast.Module(body=stmts, type_ignores=[]))
+        lines = text.splitlines() if origin is None else linemarks.annotate(text, stmts, origin)
+        for line in lines:
+            self.line(line)
 
     @contextmanager
     def indent(self, header: str | None = None):
