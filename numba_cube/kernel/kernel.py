@@ -191,7 +191,8 @@ class Kernel:
     def __getitem__(self, config) -> Callable:
         """``kernel[count, dim](*args)``: numba-style launch on the current client (``cube.use``);
         ``kernel[count, dim, stream]`` launches on ``stream`` (a ``cube.StreamId``; ``0`` or
-        ``None``: the launch's usual stream; ``runtime/eager.py`` says what else it refuses),
+        ``None``: the launch's usual stream; a numba-cuda or CuPy stream object is synchronized
+        first; ``runtime/eager.py`` says why),
         ``kernel[count, dim, stream, shared_bytes]`` also sizes its dynamic shared memory, as in
         numba.cuda."""
         if not isinstance(config, tuple) or len(config) not in (2, 3, 4):

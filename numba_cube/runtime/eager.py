@@ -165,21 +165,24 @@ def numba_launch_stream(stream) -> StreamId | None:
 
     ``0`` and ``None`` are numba's default stream: numba_cube orders every launch after the work
     on the buffers it shares, so the default stream's serialization adds nothing a user can
-    observe. A numba-cuda or CuPy stream object is refused (``StreamIdError``): honouring it
-    means ordering this launch after whatever else that library queued on it, and the host's
-    ``stream.synchronize()`` after this launch, which numba_cube's queues do not do; silently
-    launching elsewhere would break code that relies on either."""
+    observe. A numba-cuda or CuPy stream object (anything with ``synchronize``, what numba's own
+    launch configuration holds on a GPU) is honoured the way a numba-style launch can: that
+    launch is synchronous (it returns when the kernel is done), so synchronizing the foreign
+    stream first orders it after everything queued there, and anything queued there later, or a
+    ``stream.synchronize()`` after it, is ordered after it by construction. Any other value is a
+    ``StreamIdError``."""
     if stream is None or (type(stream) is int and stream == 0):
         return None
     if isinstance(stream, StreamId):
         return stream
-    foreign = " (a foreign stream object)" if hasattr(stream, "synchronize") else ""
+    synchronize = getattr(stream, "synchronize", None)
+    if callable(synchronize):
+        synchronize()
+        return None
     raise StreamIdError(
         f"kernel[count, dim, stream] takes a cube.StreamId (cube.StreamId.new()), 0 or None (the "
-        f"launch's usual stream); got {type(stream).__name__} {stream!r}{foreign}. numba_cube "
-        "cannot order a launch after other work queued on a numba-cuda or CuPy stream: drop the "
-        "stream (launches are ordered by the buffers they share; a foreign array is ordered "
-        "after the stream its __cuda_array_interface__ names) or use a cube.StreamId")
+        f"launch's usual stream), or a numba-cuda/CuPy stream object (synchronized first); got "
+        f"{type(stream).__name__} {stream!r}")
 
 
 def _run_extensions(extensions, args: tuple, retr: list) -> tuple:

@@ -2,7 +2,8 @@
 
 A ``cube.StreamId`` there is the stream of exactly that launch (over a pinned client's and the
 thread's); ``0`` and ``None`` (numba's default stream) leave the launch on its usual stream; a
-foreign stream object or any other value is a ``StreamIdError`` raised before anything runs,
+foreign stream object is synchronized first (the launch is synchronous), any other value is a
+``StreamIdError`` raised before anything runs,
 never ignored. The stream a launch went to is what launch observers are told (CONTRACT.md
 section 1.1, step 5); results are checked against NumPy.
 """
@@ -77,14 +78,30 @@ class _ForeignStream:
 
     handle = 12345
 
+    def __init__(self):
+        self.synchronized = 0
+
     def synchronize(self):
-        pass
+        self.synchronized += 1
 
 
-@pytest.mark.parametrize("stream", [_ForeignStream(), 3, 1.0, True, "s"])
+def test_a_foreign_stream_is_synchronized_before_the_launch(client, seen_streams):
+    """A numba-cuda or CuPy stream object: the launch (synchronous, numba-style) comes after the
+    work queued on it (it is synchronized first, once) and runs on the usual stream."""
+    foreign = _ForeignStream()
+    current = cube.StreamId.current()
+    host = np.ones(4)
+    with client:
+        double[1, 32, foreign](host)
+    assert foreign.synchronized == 1
+    assert seen_streams == [current]
+    np.testing.assert_array_equal(host, np.full(4, 2.0))
+
+
+@pytest.mark.parametrize("stream", [3, 1.0, True, "s"])
 def test_other_streams_are_refused_before_anything_runs(client, seen_streams, stream):
-    """A foreign stream object, a plain int or any other value is a StreamIdError saying what to
-    pass, and the caller's array is untouched (nothing was launched)."""
+    """A plain int or any other value that is no stream is a StreamIdError saying what to pass,
+    and the caller's array is untouched (nothing was launched)."""
     host = np.ones(4)
     with pytest.raises(StreamIdError, match="cube.StreamId"):
         double[1, 32, stream](host)

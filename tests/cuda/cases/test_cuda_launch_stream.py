@@ -1,8 +1,8 @@
 """numba's launch-configuration stream on the CUDA backend (runtime/eager.py): a
-``cube.StreamId`` is the launch's stream and the result is NumPy's; a numba-cuda stream object,
-which numba_cube cannot order its work after, is a ``StreamIdError`` before anything runs (the
-caller's array untouched), on the simulator (whose ``cuda.stream()`` is numba-cuda's own) and a
-GPU; the StreamId launch also on the fake driver.
+``cube.StreamId`` is the launch's stream and the result is NumPy's; a numba-cuda stream object
+is synchronized first (the numba-style launch is synchronous, so it is ordered after that
+stream's work and before anything queued there later), on the simulator (whose
+``cuda.stream()`` is numba-cuda's own) and a GPU; the StreamId launch also on the fake driver.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import pytest
 from numba import cuda
 
 import numba_cube as cube
-from numba_cube.errors import StreamIdError
 
 from _cuda_setup import only
 
@@ -35,10 +34,10 @@ def test_a_stream_id_launch_computes_numpys_result(client):
 
 
 @only("sim", "gpu", why="numba-cuda's cuda.stream() needs its simulator or a GPU")
-def test_a_numba_stream_object_is_refused(client):
-    """cuda.stream() in the launch configuration is a StreamIdError naming cube.StreamId; the
-    kernel did not run."""
+def test_a_numba_stream_object_orders_the_launch_after_it(client):
+    """cuda.stream() in the launch configuration: the launch is ordered after that stream's work
+    (it is synchronized first) and gives NumPy's result."""
     host = np.ones(8)
-    with client, pytest.raises(StreamIdError, match="cube.StreamId"):
+    with client:
         double[1, 64, cuda.stream()](host)
-    np.testing.assert_array_equal(host, np.ones(8))
+    np.testing.assert_array_equal(host, np.full(8, 2.0))
