@@ -165,8 +165,8 @@ def numba_launch_stream(stream) -> StreamId | None:
 
     ``0`` and ``None`` are numba's default stream: numba_cube orders every launch after the work
     on the buffers it shares, so the default stream's serialization adds nothing a user can
-    observe. A numba-cuda or CuPy stream object (anything with ``synchronize``, what numba's own
-    launch configuration holds on a GPU) is honoured the way a numba-style launch can: that
+    observe. A numba-cuda, CuPy or cuda.core stream object (``synchronize()`` or ``sync()``; what
+    numba's own launch configuration holds on a GPU) is honoured the way a numba-style launch can: that
     launch is synchronous (it returns when the kernel is done), so synchronizing the foreign
     stream first orders it after everything queued there, and anything queued there later, or a
     ``stream.synchronize()`` after it, is ordered after it by construction. Any other value is a
@@ -175,10 +175,13 @@ def numba_launch_stream(stream) -> StreamId | None:
         return None
     if isinstance(stream, StreamId):
         return stream
-    synchronize = getattr(stream, "synchronize", None)
-    if callable(synchronize):
-        synchronize()
-        return None
+    # numba-cuda's and CuPy's streams have synchronize(); cuda.core's (what numba-cuda's own
+    # launch configuration holds on a GPU, the default stream included) has sync().
+    for name in ("synchronize", "sync"):
+        synchronize = getattr(stream, name, None)
+        if callable(synchronize):
+            synchronize()
+            return None
     raise StreamIdError(
         f"kernel[count, dim, stream] takes a cube.StreamId (cube.StreamId.new()), 0 or None (the "
         f"launch's usual stream), or a numba-cuda/CuPy stream object (synchronized first); got "

@@ -98,6 +98,27 @@ def test_a_foreign_stream_is_synchronized_before_the_launch(client, seen_streams
     np.testing.assert_array_equal(host, np.full(4, 2.0))
 
 
+class _CoreStream:
+    """Stands for a cuda.core stream (``sync()``, no ``synchronize``)."""
+
+    def __init__(self):
+        self.synchronized = 0
+
+    def sync(self):
+        self.synchronized += 1
+
+
+def test_a_cuda_core_stream_is_synchronized_too(client, seen_streams):
+    """cuda.core's stream (numba-cuda's launch configuration holds one on a GPU) is synchronized
+    with its ``sync()`` and the launch runs on the usual stream."""
+    core = _CoreStream()
+    host = np.ones(4)
+    with client:
+        double[1, 32, core](host)
+    assert core.synchronized == 1
+    np.testing.assert_array_equal(host, np.full(4, 2.0))
+
+
 @pytest.mark.parametrize("stream", [3, 1.0, True, "s"])
 def test_other_streams_are_refused_before_anything_runs(client, seen_streams, stream):
     """A plain int or any other value that is no stream is a StreamIdError saying what to pass,
