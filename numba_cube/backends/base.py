@@ -137,6 +137,14 @@ class DeviceMechanism(abc.ABC):
     adopt_foreign = None
     cuda_array_interface = None
 
+    def synchronize_foreign(self, synchronize) -> None:
+        """Run another library's stream synchronization (``synchronize``, a callable: a numba,
+        CuPy or cuda.core stream's ``synchronize``/``sync``) on the calling thread, which may be
+        one the device has never seen. A device with a per-thread context makes it current
+        first (CUDA: a cuda.core default stream synchronizes the *current* context's legacy
+        stream, and a fresh thread has none)."""
+        synchronize()
+
     # -- construction and options ------------------------------------------------------------------
     @abc.abstractmethod
     def attach(self, server) -> Any:

@@ -146,7 +146,7 @@ def launch_eager(kernel, count, dim, *args, shared_bytes=0, stream=None) -> None
     """``kernel[count, dim](*args)`` (``stream``, ``shared_bytes``: ``kernel[count, dim, stream,
     nbytes]``)."""
     client = current_client()
-    stream_id = numba_launch_stream(stream)
+    stream_id = numba_launch_stream(stream, client.server)
     if stream_id is not None:
         # The launch's explicit stream wins over a pinned client's and the thread's, as numba's
         # stream argument names the queue of exactly this launch.
@@ -159,7 +159,7 @@ def launch_eager(kernel, count, dim, *args, shared_bytes=0, stream=None) -> None
         write_back()
 
 
-def numba_launch_stream(stream) -> StreamId | None:
+def numba_launch_stream(stream, server=None) -> StreamId | None:
     """The ``StreamId`` of numba's launch-configuration stream, or None for the launch's usual
     stream (the client's pinned one, else the thread's).
 
@@ -180,7 +180,10 @@ def numba_launch_stream(stream) -> StreamId | None:
     for name in ("synchronize", "sync"):
         synchronize = getattr(stream, name, None)
         if callable(synchronize):
-            synchronize()
+            if server is None:
+                synchronize()
+            else:           # on this thread, with the device's context current (a CUDA one)
+                server.synchronize_foreign(synchronize)
             return None
     raise StreamIdError(
         f"kernel[count, dim, stream] takes a cube.StreamId (cube.StreamId.new()), 0 or None (the "

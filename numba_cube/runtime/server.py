@@ -110,6 +110,7 @@ class DeviceServer(MemoryTable, CaptureOps, LaunchRouting):
         self.fast_launch = mechanism.warm_launcher()
         # Interop seams, where the mechanism has them (the client and handles look them up:
         # ``arguments.py``, ``handle.py``).
+        self.synchronize_foreign = mechanism.synchronize_foreign
         if mechanism.adopt_foreign is not None:
             self.adopt_foreign = mechanism.adopt_foreign
         if mechanism.cuda_array_interface is not None:

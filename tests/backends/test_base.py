@@ -232,7 +232,7 @@ def test_the_server_calls_exactly_the_declared_hooks():
     but the one called only for a broken device (no declared hook is dead)."""
     declared = set(DeviceMechanism.__abstractmethods__)
     attributes = {"max_dynamic_shared_bytes", "strided_host_writes", "adopt_foreign",
-                  "cuda_array_interface"}
+                  "cuda_array_interface", "synchronize_foreign"}
     mechanism = _SeenEager()
     object.__setattr__(mechanism, "_seen", set())
     register_backend("eagerhooks", lambda i: DeviceServer(f"eagerhooks:{i}", mechanism,

@@ -151,6 +151,13 @@ class CudaMechanism(DeviceMechanism):
     def is_device_fault(self, exc: BaseException) -> bool:
         return self.context.is_device_fault(exc)
 
+    def synchronize_foreign(self, synchronize) -> None:
+        # numba_cube's own calls make the context current where they run; a foreign stream's
+        # synchronize is called on the user's thread, which may have none (CUDA_ERROR_INVALID_
+        # CONTEXT from cuStreamSynchronize on the legacy default stream).
+        self.context.activate()
+        synchronize()
+
     def probe_fault(self) -> None:
         """Ask the context (``cuCtxSynchronize``: this also waits for all work in it)."""
         try:
