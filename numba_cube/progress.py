@@ -69,18 +69,27 @@ class DeferredCounter:
     def update(self, postfix: str | None = None) -> None:
         """One more step; ``postfix`` (e.g. what the step was) is shown after the count."""
         self.count += 1
-        if self._bar is None:
-            if self.count <= self.show_after:
-                return
-            # Decided here, not at construction: most counters never get this far, and need
-            # not look for a terminal or for tqdm.
-            self._bar = progress_bar(None, self.description, self.unit, initial=self.count)
-        else:
-            self._bar.update()
-        if postfix:
-            self._bar.set_postfix_str(postfix)
+        if self._bar is None and self.count <= self.show_after:
+            return
+        try:
+            if self._bar is None:
+                # Decided here, not at construction: most counters never get this far, and
+                # need not look for a terminal or for tqdm.
+                self._bar = progress_bar(None, self.description, self.unit, initial=self.count)
+            else:
+                self._bar.update()
+            if postfix:
+                self._bar.set_postfix_str(postfix)
+        except Exception:  # noqa: BLE001 - e.g. stderr closed, a broken tqdm
+            # The caller reports work as it goes (a dry run, from a server's thread): a bar that
+            # cannot draw stops drawing, it never fails that work.
+            self._bar = _NoBar()
 
     def close(self) -> None:
-        if self._bar is not None:
-            self._bar.close()
+        try:
+            if self._bar is not None:
+                self._bar.close()
+        except Exception:  # noqa: BLE001 - as in update
+            pass
+        self._bar = _NoBar()
 

@@ -179,3 +179,18 @@ def test_deferred_counter_counts_without_drawing_here():
         counter.update(f"step {i}")
     counter.close()
     assert counter.count == 5
+
+
+def test_deferred_counter_that_cannot_draw_stops_drawing(monkeypatch):
+    """A bar that fails to draw (a broken tqdm: faked here, tqdm itself swallows write errors)
+    stops drawing instead of raising into the work it reports on (a dry run's server thread);
+    the count goes on."""
+    def broken_bar(*args, **kwargs):
+        raise RuntimeError("a broken tqdm")
+
+    monkeypatch.setattr(progress, "progress_bar", broken_bar)
+    counter = progress.DeferredCounter("steps", show_after=1, unit=" steps")
+    for _ in range(4):
+        counter.update("x")
+    counter.close()
+    assert counter.count == 4
