@@ -285,3 +285,12 @@ def test_info_says_when_cuda_is_the_simulator():
     plain = _cli("info", "--json")
     assert json.loads(plain.stdout)["cuda_device"]["simulator"] is False
     assert "not a GPU" not in _cli("info").stdout
+
+
+def test_help_documents_the_traceback_switch():
+    """``--help`` says how errors are reported and how to get their traceback: ``--debug`` and
+    ``NUMBA_CUBE_DEBUG=1``."""
+    proc = _cli("--help")
+    assert proc.returncode == 0
+    text = " ".join(proc.stdout.split())
+    assert "--debug" in text and "NUMBA_CUBE_DEBUG=1" in text and "exit status 1" in text
