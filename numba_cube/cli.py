@@ -1,24 +1,36 @@
-"""``python -m numba_cube``: ``demo`` runs a small real pipeline; ``info`` reports the setup;
-``plugins`` lists plugins as JSON.
+"""``python -m numba_cube`` (also the ``numba-cube`` script): ``demo`` runs a small real pipeline;
+``info`` reports the setup; ``plugins`` lists plugins as JSON; ``--version``.
 
 ``info`` is to numba_cube what ``numba -s`` is to Numba (``numba/misc/numba_sysinfo.py``): versions,
 backends with their devices and whether they can start (and why not), plugins and where they came
-from, and the ``NUMBA_CUBE_*`` variables in effect, with any that nothing reads flagged (a typo).
-``--json`` prints the same as one JSON object (``collect_info()``). Every probe is best effort: one
-that fails adds a line to ``warnings`` instead of failing the report, because this command is
-what a user runs when something is already wrong.
+from, the ``NUMBA_CUBE_*`` variables in effect, with any that nothing reads flagged (a typo), and
+the Numba and CUDA variables that change what numba_cube does (``config.upstream_snapshot()``);
+when ``NUMBA_ENABLE_CUDASIM=1`` makes numba-cuda's simulator the ``cuda`` device it says so in
+plain words (``cuda_device``). ``--json`` prints the same as one JSON object (``collect_info()``).
+Every probe is best effort: one that fails adds a line to ``warnings`` instead of failing the
+report, because this command is what a user runs when something is already wrong.
 
 Devices are listed as far as a cheap probe tells: a backend's ``devices()`` if it registered one,
 else ``<name>:0``, plus every device already started in this process. No device is started.
+
+Errors a user can meet (a device that is not there, a bad ``--device``, the ``dask`` extra not
+installed) are one line on stderr and exit status 1 or 2, never a traceback unless asked for
+(``--debug`` or ``NUMBA_CUBE_DEBUG=1``); see ``cli_errors.py``, which also keeps ``... | head``
+quiet.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
+import importlib.util
 import json
 import os
 import platform
 import sys
+import textwrap
+
+from .cli_errors import EXIT_USAGE, CommandError, OneLineArgumentParser, debug_requested, run_command
 
 __all__ = ["main", "collect_info"]
 
@@ -74,13 +86,38 @@ def collect_info() -> dict:
         warnings.append(f"plugins: {type(exc).__name__}: {exc}")
     info.update({
         "backends": backends,
+        "cuda_device": _cuda_device(backends.get("cuda"), warnings),
         "plugins": plugins,
         "plugin_errors": errors,
         "environment": config.snapshot(),
         "environment_unknown": config.unknown(),
+        "upstream_environment": config.upstream_snapshot(),
         "warnings": warnings,
     })
     return info
+
+
+def _cuda_device(cuda_backend: dict | None, warnings: list) -> dict:
+    """What ``cuda`` runs on here, in words: ``{"simulator": bool, "description": str}``. Under
+    ``NUMBA_ENABLE_CUDASIM`` it is numba-cuda's simulator, which a user comparing timings or
+    debugging a GPU problem must not mistake for a GPU."""
+    try:
+        from .backends.cuda.probe import simulating
+
+        simulated = simulating()
+    except Exception as exc:  # noqa: BLE001 - best effort
+        warnings.append(f"cuda probe: {type(exc).__name__}: {exc}")
+        simulated = False
+    if simulated:
+        value = os.environ.get("NUMBA_ENABLE_CUDASIM", "1")
+        return {"simulator": True,
+                "description": f"numba-cuda's simulator (NUMBA_ENABLE_CUDASIM={value}), not a GPU"}
+    if cuda_backend is None:
+        return {"simulator": False, "description": "no cuda backend registered"}
+    if not cuda_backend["available"]:
+        return {"simulator": False, "description": f"unavailable: {cuda_backend['reason']}"}
+    return {"simulator": False,
+            "description": f"GPUs through the CUDA driver: {', '.join(cuda_backend['devices']) or '-'}"}
 
 
 def _print_info(info: dict, out=None) -> None:
@@ -103,6 +140,8 @@ def _print_info(info: dict, out=None) -> None:
         state = "available" if b["available"] else f"unavailable: {b['reason']}"
         p(f"  {name:10} {state}")
         p(f"  {'':10} devices: {', '.join(b['devices']) or '-'}; priority {b['priority']}; from {b['source']}")
+    if info["cuda_device"]["simulator"]:
+        p(f"  cuda: {info['cuda_device']['description']}")
     p("\nplugins:")
     for name, pl in info["plugins"].items():
         hooks = ", ".join(h.removeprefix("numba_cube_") for h in pl["hooks"]) or "no hooks"
@@ -117,25 +156,99 @@ def _print_info(info: dict, out=None) -> None:
         flag = "   <- unknown: nothing reads it (a typo, or its plugin is not loaded)" \
             if k in info["environment_unknown"] else ""
         p(f"  {k}={v}{flag}")
+    p("\nnumba and CUDA environment (they change what numba_cube does):")
+    unset = [k for k, v in info["upstream_environment"].items() if v is None]
+    for k, v in info["upstream_environment"].items():
+        if v is not None:
+            p(f"  {k}={v}")
+    if unset:
+        p(textwrap.fill("not set: " + ", ".join(unset), width=100, initial_indent="  ",
+                        subsequent_indent="    "))
     if info["warnings"]:
         p("\nwarnings:")
         for w in info["warnings"]:
             p(f"  {w}")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m numba_cube", description=__doc__.splitlines()[0])
+def _prog() -> str:
+    """The name the user typed: the ``numba-cube`` script, or ``python -m numba_cube``."""
+    script = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    return script if script == "numba-cube" else "python -m numba_cube"
+
+
+def _parser(prog: str) -> argparse.ArgumentParser:
+    from . import __version__
+
+    parser = OneLineArgumentParser(
+        prog=prog, description="numba_cube's command line: a demo, a report of the setup, the plugins.",
+        epilog="Errors are one line on stderr (exit status 1, or 2 for a bad command line); "
+               "--debug, or NUMBA_CUBE_DEBUG=1 in the environment, also prints their traceback.")
+    parser.add_argument("--version", action="version", version=f"numba_cube {__version__}")
+    parser.add_argument("--debug", action="store_true",
+                        help="print the traceback of an error too (same as NUMBA_CUBE_DEBUG=1)")
+    # The same option after the subcommand; SUPPRESS keeps it from resetting one given before.
+    debug_after = argparse.ArgumentParser(add_help=False)
+    debug_after.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                             help="print the traceback of an error too (same as NUMBA_CUBE_DEBUG=1)")
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="run a small real pipeline and explain what happened")
-    demo.add_argument("--device", default="cpu", help="device to run on (default: cpu)")
-    demo.add_argument("--size", type=int, default=1 << 22, help="elements per buffer")
+    demo = sub.add_parser("demo", parents=[debug_after],
+                          help="run a small real pipeline and explain what happened")
+    demo.add_argument("--device", default="cpu",
+                      help="device to run on: cpu (default), cuda, cuda:1, ... ('info' lists them)")
+    demo.add_argument("--size", type=_positive_int, default=1 << 22, help="elements per buffer")
     demo.add_argument("--dask", action="store_true",
                       help="run a small pipeline on a two-worker local Dask cluster instead "
                            "(needs the dask extra: pip install 'numba_cube[dask]')")
-    info = sub.add_parser("info", help="versions, backends and devices, plugins, settings")
+    info = sub.add_parser("info", parents=[debug_after],
+                          help="versions, backends and devices, plugins, settings")
     info.add_argument("--json", action="store_true", help="print one JSON object")
-    sub.add_parser("plugins", help="the registered plugins, as JSON")
-    args = parser.parse_args(argv)
+    sub.add_parser("plugins", parents=[debug_after], help="the registered plugins, as JSON")
+    return parser
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _check_device(device: str) -> None:
+    """Refuse, as one line, a ``--device`` no backend has (a usage error) or one that cannot start
+    here (a failure), before the demo starts: the registry's own errors say what is wrong, these
+    also say what to do."""
+    from .backends.cuda.probe import simulating
+    from .runtime.registry import backend_infos
+
+    name, colon, index = device.partition(":")
+    if colon and not index.isdigit():
+        raise CommandError(f"bad --device {device!r}: expected '<backend>[:index]' with an index "
+                           f"of 0 or more (cpu, cuda, cuda:1)", EXIT_USAGE)
+    infos = backend_infos()
+    if name not in infos:
+        close = difflib.get_close_matches(name, list(infos), n=1)
+        guess = f" (did you mean {close[0]!r}?)" if close else ""
+        raise CommandError(f"no backend named {name!r}{guess}; the backends here: "
+                           f"{', '.join(sorted(infos))}", EXIT_USAGE)
+    reason = infos[name].unavailable_reason()
+    if reason is not None:
+        sim = (", or set NUMBA_ENABLE_CUDASIM=1 to run cuda on numba-cuda's simulator"
+               if name == "cuda" and not simulating() else "")
+        raise CommandError(f"device {device!r} is not available here ({reason.rstrip('.')}); "
+                           f"use --device cpu{sim}; '{_prog()} info' lists the devices")
+
+
+def _needs_dask() -> None:
+    missing = [m for m in ("dask", "distributed") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise CommandError(f"demo --dask needs Dask ({', '.join(missing)} not installed): "
+                           f"pip install 'numba_cube[dask]'")
+
+
+def _run(args) -> int:
     if args.command == "info":
         data = collect_info()
         if args.json:
@@ -150,10 +263,19 @@ def main(argv: list[str] | None = None) -> int:
         json.dump({"plugins": plugin_infos(), "errors": plugin_errors()}, sys.stdout, indent=2, default=str)
         print()
         return 0
+    _check_device(args.device)
     if args.dask:
+        _needs_dask()
         from .demo import run_dask_demo
 
         return run_dask_demo(args.device)
     from .demo import run_demo
 
     return run_demo(args.device, args.size)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command: its exit status (a usage error raises ``SystemExit(2)``, as argparse does)."""
+    prog = _prog()
+    args = _parser(prog).parse_args(argv)
+    return run_command(prog, lambda: _run(args), debug_requested(args.debug))

@@ -17,10 +17,15 @@ changes. A bad value warns once and falls back to the default instead of breakin
 | NUMBA_CUBE_DISABLE_PLUGIN_AUTOLOAD | 1 skips entry-point plugins | 0 |
 | NUMBA_CUBE_PROFILE_LOG | 1 logs every kernel's duration (logger ``numba_cube.profile``) | 0 |
 | NUMBA_CUBE_CUDA_DYNAMIC_COUNT | CUDA dynamic counts: ``auto`` (device-count kernel where possible) or ``readback`` | auto |
+| NUMBA_CUBE_DEBUG | 1: the ``python -m numba_cube`` commands print the traceback of an error, not only its line (``cli_errors.py``) | 0 |
 
 Plugins read their own ``NUMBA_CUBE_*`` variables through the same functions and ``declare()``
 them (e.g. ``NUMBA_CUBE_TRACE`` of the ``numba_cube_trace`` plugin), so that ``python -m
 numba_cube info`` can tell a plugin's variable from a misspelt one (``unknown()``).
+
+Numba's, numba-cuda's and the CUDA driver's own variables change what numba_cube does too (a
+simulated ``cuda``, no JIT, thread counts, bounds checks, which GPUs are visible): numba_cube does
+not parse them, but ``upstream_snapshot()`` lists them for ``python -m numba_cube info``.
 
 Booleans accept ``1/0``, ``true/false``, ``yes/no``, ``on/off`` (any case); integers are decimal.
 """
@@ -35,7 +40,8 @@ import warnings
 from pathlib import Path
 
 __all__ = ["get_bool", "get_int", "get_str", "VARIABLES", "declare", "known", "unknown", "snapshot",
-           "cache_root", "BOUNDSCHECK_DEFAULT", "boundscheck_forced", "numba_boundscheck"]
+           "cache_root", "BOUNDSCHECK_DEFAULT", "boundscheck_forced", "numba_boundscheck",
+           "UPSTREAM_VARIABLES", "UPSTREAM_PREFIXES", "upstream_snapshot"]
 
 PREFIX = "NUMBA_CUBE_"
 
@@ -43,7 +49,7 @@ VARIABLES = (
     "NUMBA_CUBE_DEVICE", "NUMBA_CUBE_CACHE_DIR", "NUMBA_CUBE_BOUNDSCHECK", "NUMBA_CUBE_MAX_TASKS",
     "NUMBA_CUBE_SERIAL_UNITS", "NUMBA_CUBE_DEPENDENCY_RULE", "NUMBA_CUBE_AUTOTUNE_CACHE",
     "NUMBA_CUBE_DISABLE_PLUGIN_AUTOLOAD", "NUMBA_CUBE_PROFILE_LOG", "NUMBA_CUBE_CUDA_DYNAMIC_COUNT",
-    "NUMBA_CUBE_STREAM_WORKERS", "NUMBA_CUBE_INLINE_US",
+    "NUMBA_CUBE_STREAM_WORKERS", "NUMBA_CUBE_INLINE_US", "NUMBA_CUBE_DEBUG",
 )
 
 _declared: dict[str, str] = {}  # variables declared by plugins -> who declared them
@@ -156,6 +162,40 @@ def unknown() -> list[str]:
     that is not loaded)."""
     names = known()
     return [k for k in snapshot() if k not in names]
+
+
+#: Numba, numba-cuda and CUDA variables that change what numba_cube does, listed by ``python -m
+#: numba_cube info`` whether set or not (a user asking "why is this not on the GPU" needs to see
+#: that NUMBA_ENABLE_CUDASIM is set, and one asking "why is it slow" that NUMBA_DISABLE_JIT is).
+UPSTREAM_VARIABLES = (
+    "NUMBA_ENABLE_CUDASIM",     # the `cuda` device is numba-cuda's simulator
+    "NUMBA_DISABLE_JIT",        # Numba compiles nothing: kernels run as Python
+    "NUMBA_CACHE_DIR",          # where Numba caches (numba_cube's own cache is NUMBA_CUBE_CACHE_DIR)
+    "NUMBA_NUM_THREADS",        # threads of the CPU backend's parallel loops
+    "NUMBA_THREADING_LAYER",    # omp, tbb or workqueue for those loops
+    "NUMBA_BOUNDSCHECK",        # wins over NUMBA_CUBE_BOUNDSCHECK (boundscheck_forced)
+    "NUMBA_OPT",                # LLVM optimization level
+    "NUMBA_CUDA_DRIVER",        # the libcuda that numba-cuda loads
+    "CUDA_VISIBLE_DEVICES",     # which GPUs exist for this process
+    "CUDA_DEVICE_ORDER",        # how they are numbered
+    "CUDA_LAUNCH_BLOCKING",     # every launch synchronous
+    "CUDA_HOME",                # where numba-cuda looks for the toolkit (NVVM, libdevice)
+    "CUDA_PATH",
+)
+#: Any variable set with one of these prefixes is listed too: all of Numba's and numba-cuda's
+#: (``NUMBA_CUDA_*`` included), and the CUDA driver's and toolkit's.
+UPSTREAM_PREFIXES = ("NUMBA_", "CUDA_")
+
+
+def upstream_snapshot() -> dict:
+    """The variables of ``UPSTREAM_VARIABLES`` (value, or None when not set), then every other
+    variable set with a prefix of ``UPSTREAM_PREFIXES``, in name order; numba_cube's own
+    (``NUMBA_CUBE_*``, ``snapshot()``) are not repeated."""
+    out: dict = {name: os.environ.get(name) for name in UPSTREAM_VARIABLES}
+    for name in sorted(os.environ):
+        if name.startswith(UPSTREAM_PREFIXES) and not name.startswith(PREFIX) and name not in out:
+            out[name] = os.environ[name]
+    return out
 
 
 #: Where Numba's cache of the generated modules lives, inside the cache root.

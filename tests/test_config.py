@@ -127,3 +127,29 @@ def test_cache_root_default_is_platformdirs_and_includes_a_private_pycache(monke
     assert config.cache_root() == expected
     for path in (expected, expected / "__pycache__"):
         assert stat.S_IMODE(os.stat(path).st_mode) == 0o700
+
+
+def test_upstream_snapshot_lists_numba_and_cuda_variables(monkeypatch):
+    """``upstream_snapshot()`` has every named Numba/CUDA variable (None when not set, the value
+    as set otherwise, an empty one included), then any other set ``NUMBA_*``/``CUDA_*`` variable,
+    and none of numba_cube's own."""
+    for name in config.UPSTREAM_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NUMBA_OPT", "0")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    monkeypatch.setenv("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
+    monkeypatch.setenv("NUMBA_CUBE_MAX_TASKS", "8")
+    snap = config.upstream_snapshot()
+    assert list(snap)[:len(config.UPSTREAM_VARIABLES)] == list(config.UPSTREAM_VARIABLES)
+    assert snap["NUMBA_OPT"] == "0" and snap["CUDA_VISIBLE_DEVICES"] == ""
+    assert snap["NUMBA_ENABLE_CUDASIM"] is None and snap["NUMBA_DISABLE_JIT"] is None
+    assert snap["NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS"] == "0"
+    assert not any(name.startswith("NUMBA_CUBE_") for name in snap)
+
+
+def test_debug_variable_is_known(monkeypatch):
+    """``NUMBA_CUBE_DEBUG`` (the commands' traceback switch) is one of numba_cube's variables,
+    so ``info`` does not flag it as a typo."""
+    monkeypatch.setenv("NUMBA_CUBE_DEBUG", "1")
+    assert "NUMBA_CUBE_DEBUG" in config.known()
+    assert "NUMBA_CUBE_DEBUG" not in config.unknown()

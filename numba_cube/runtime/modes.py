@@ -22,6 +22,11 @@ open (another thread's launches were skipped because of it, so it is the one to 
 The list is complete when the block exits: the exit waits until the servers have handled every
 launch the dry run skipped (compiles run on a device thread, after the launch returned).
 
+On a terminal, a dry run that compiles more than a few launches (``DRY_RUN_BAR_AFTER``) shows a
+counter of them (``progress.DeferredCounter``: tqdm's, never when piped, in CI or without tqdm),
+updated where the servers report each one handled (``launch_handled``); only the outermost open
+dry run draws one. Launches outside dry runs never reach that code.
+
 Depths that cannot be corrupted: each ``dry_run``/``real_run`` object counts its own entries, so an
 exit without its enter (or a second exit, or a real run's exit on another thread) raises
 ``LaunchModeError`` and leaves every depth as it was. Each use of one as a decorator is a fresh
@@ -36,6 +41,7 @@ import threading
 from typing import NamedTuple
 
 from ..errors import DeviceFault, LaunchModeError
+from ..progress import DeferredCounter
 from .watchers import watch
 
 __all__ = ["LaunchMode", "dry_run", "real_run", "launch_mode", "DryRunFailure", "SkippedLaunch",
@@ -60,6 +66,10 @@ _dry_lock = threading.Lock()
 _dry_depth = 0
 _open_runs: list = []      # the dry_run objects open now (under _dry_lock)
 _local = threading.local()
+
+#: A dry run draws its counter from the launch after this many (on a terminal): "more than a
+#: few", so that the common dry run of a handful of kernels stays quiet.
+DRY_RUN_BAR_AFTER = 3
 
 #: How often a dry run's exit, waiting for the servers, looks whether a server's thread died (a
 #: launch queued to a dead device thread is never handled).
@@ -95,6 +105,7 @@ class dry_run(_BareDecorator):
         self._cond = threading.Condition(threading.Lock())
         self._pending: dict = {}   # server -> skipped launches it has not handled yet
         self._seen: set = set()
+        self._progress: DeferredCounter | None = None   # the outermost open dry run's (under _cond)
 
     def __enter__(self):
         global _dry_depth
@@ -103,6 +114,9 @@ class dry_run(_BareDecorator):
                 with self._cond:
                     self.failures = []
                     self._seen = set()
+                    # One counter on the screen: a nested dry run counts the same launches.
+                    self._progress = None if _open_runs else DeferredCounter(
+                        "dry run: compiled", DRY_RUN_BAR_AFTER, unit=" launches")
                 _open_runs.append(self)
             self._entries += 1
             _dry_depth += 1
@@ -123,6 +137,10 @@ class dry_run(_BareDecorator):
         watch(-1)
         if last:
             self._wait_for_servers()
+            with self._cond:
+                if self._progress is not None:
+                    self._progress.close()
+                    self._progress = None
         return False
 
     # -- the skipped launches it waits for ---------------------------------------------------------
@@ -134,6 +152,8 @@ class dry_run(_BareDecorator):
         """The server handled (compiled and dropped) one launch this dry run skipped; ``error``
         is why it would have failed before running, or None (``SkippedLaunch.handled``)."""
         with self._cond:
+            if self._progress is not None:
+                self._progress.update(kernel_id.rpartition("-")[0] or kernel_id)
             if error is not None:
                 key = (kernel_id, type(error), str(error))
                 if key not in self._seen:   # a loop of launches of one failing kernel: one entry

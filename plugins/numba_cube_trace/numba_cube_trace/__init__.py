@@ -17,16 +17,19 @@ task that waited). Launches as the issuing thread made them (``numba_cube_launch
 events on a lane per issuing thread, dry-run launches included. A dispatch that did not run
 (skipped for a failed input) is an instant event on its stream's lane.
 
-``render_png(trace_json, out_png)`` (extra ``png``: matplotlib) draws the same as a chart; the
-command ``numba-cube-trace trace.json -o trace.png`` does it from a shell.
+``render_png(trace_json, out_png)`` (extra ``png``: matplotlib) draws the same as a chart
+(``draw`` returns it as a matplotlib figure): a legend in its own row below the lanes, kernels in
+distinct colours and hatches past ten, failed dispatches cross-hatched with a thick black edge
+and an "x" (``chart_style.py``); the command ``numba-cube-trace trace.json -o trace.png`` does it
+from a shell.
 """
 
 from __future__ import annotations
 
 from .recorder import Recorder, active, save, tracing
-from .render import render_png, summary
+from .render import draw, render_png, summary
 
-__all__ = ["Recorder", "tracing", "save", "active", "render_png", "summary", "ENV_VAR"]
+__all__ = ["Recorder", "tracing", "save", "active", "render_png", "draw", "summary", "ENV_VAR"]
 
 __version__ = "0.1.0"
 

@@ -2,9 +2,10 @@
 
 Both take the trace as a JSON object or a path, so they work on files written by another
 process. The chart draws what Perfetto would show, flattened: one row per stream lane, one bar
-per dispatch (red-hatched when it failed), one arrow per inferred dependency. matplotlib is used
-through its object API with the Agg canvas, never ``pyplot``: a library must not change the
-application's global plotting backend.
+per dispatch, one arrow per inferred dependency, and a legend in its own row below. How bars look
+(kernels distinct past ten, failures unmistakable) and where the legend goes is decided in
+``chart_style.py``. matplotlib is used through its object API with the Agg canvas, never
+``pyplot``: a library must not change the application's global plotting backend.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ import collections
 import json
 import os
 
-__all__ = ["load", "summary", "render_png"]
+from .chart_style import FAILED_EDGE, chart_layout, failed_style
+
+__all__ = ["load", "summary", "draw", "render_png"]
 
 
 def load(trace_json) -> dict:
@@ -63,23 +66,42 @@ def summary(trace_json) -> str:
     return "\n".join(lines)
 
 
-def render_png(trace_json, out_png, *, title: str | None = None, width: float = 12.0, dpi: int = 100) -> str:
-    """Draw the trace's dispatches per stream and its dependencies into ``out_png``; return it."""
+def _matplotlib():
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
         from matplotlib.patches import Patch
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError("render_png needs matplotlib: pip install 'numba_cube_trace[png]'") from exc
+        raise ModuleNotFoundError("the PNG chart needs matplotlib: pip install 'numba_cube_trace[png]'",
+                                  name="matplotlib") from exc
+    return FigureCanvasAgg, Figure, Patch
 
+
+#: Inches: the timeline's fixed part (title, axis) and each lane; the legend's fixed part and rows.
+_TIMELINE_BASE, _LANE, _LEGEND_BASE, _LEGEND_ROW = 1.3, 0.45, 0.25, 0.24
+
+
+def draw(trace_json, *, title: str | None = None, width: float = 12.0, dpi: int = 100):
+    """The chart of a trace as a matplotlib ``Figure`` (Agg canvas): the timeline's axes first,
+    the legend's row second. Each dispatch's bar has the gid ``"dispatch"`` or ``"failed"``, and
+    each failed one an "x" marker (a line, gid ``"failed"``) above it."""
+    FigureCanvasAgg, Figure, Patch = _matplotlib()
     trace = load(trace_json)
     events = trace["traceEvents"]
     xs = [e for e in events if e.get("ph") == "X"]
     labels, lanes = _lanes(trace)
     row = {key: i for i, key in enumerate(lanes)}
-    fig = Figure(figsize=(width, 1.5 + 0.45 * max(1, len(lanes))), dpi=dpi)
+    layout = chart_layout((e["name"] for e in xs), any(e.get("args", {}).get("failed") for e in xs))
+    timeline_height = _TIMELINE_BASE + _LANE * max(1, len(lanes))
+    legend_height = _LEGEND_BASE + _LEGEND_ROW * layout.legend_rows if layout.legend_entries else 0.0
+    # Constrained layout keeps each axes' decorations (tick labels, the legend in its own row)
+    # clear of the other axes, which tight_layout does not promise for an axes drawn without axis.
+    fig = Figure(figsize=(width, timeline_height + legend_height), dpi=dpi, layout="constrained")
     FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
+    grid = fig.add_gridspec(2, 1, height_ratios=[timeline_height, max(legend_height, 1e-3)])
+    ax = fig.add_subplot(grid[0])
+    legend_ax = fig.add_subplot(grid[1])
+    legend_ax.set_axis_off()
     t0 = min((e["ts"] for e in xs), default=0.0)
 
     def ms(ts: float) -> float:
@@ -87,14 +109,22 @@ def render_png(trace_json, out_png, *, title: str | None = None, width: float = 
 
     span = max((ms(e["ts"] + e["dur"]) for e in xs), default=1.0)
     thinnest = span / 500   # a 10 us dispatch next to a 4 s one must still show
-    palette = [f"C{i}" for i in range(10)]
-    colors: dict[str, str] = {}
     for e in xs:
-        color = colors.setdefault(e["name"], palette[len(colors) % len(palette)])
         failed = bool(e.get("args", {}).get("failed"))
-        ax.barh(row[(e["pid"], e["tid"])], max(e["dur"] / 1e3, thinnest), left=ms(e["ts"]), height=0.6,
-                color=color, edgecolor="red" if failed else "black", linewidth=0.5,
-                hatch="xx" if failed else None)
+        style = layout.kernel_styles[e["name"]]
+        if failed:
+            style = failed_style(style)
+        (bar,) = ax.barh(row[(e["pid"], e["tid"])], max(e["dur"] / 1e3, thinnest), left=ms(e["ts"]),
+                         height=0.6, color=style.facecolor, edgecolor=style.edgecolor,
+                         linewidth=style.linewidth, hatch=style.hatch or None)
+        bar.set_gid("failed" if failed else "dispatch")
+        if failed:
+            bar.set_zorder(3)      # above its neighbours, so that the thick edge is not hidden
+            # And an "x" just above the lane: a dispatch too short for its hatch to show is
+            # still marked (the y axis is inverted: above is a smaller row number).
+            ax.plot([ms(e["ts"]) + max(e["dur"] / 1e3, thinnest) / 2], [row[(e["pid"], e["tid"])] - 0.42],
+                    marker="x", markersize=7, markeredgewidth=2, color=FAILED_EDGE, zorder=4,
+                    gid="failed")
     starts = {e["id"]: e for e in events if e.get("ph") == "s"}
     arrows = 0
     for f in (e for e in events if e.get("ph") == "f"):
@@ -106,16 +136,22 @@ def render_png(trace_json, out_png, *, title: str | None = None, width: float = 
                     arrowprops={"arrowstyle": "->", "color": "black", "lw": 0.8})
         arrows += 1
     ax.set_yticks(range(len(lanes)), [labels[k] for k in lanes])
-    ax.set_ylim(-0.6, max(0, len(lanes) - 1) + 0.6)
+    ax.set_ylim(-0.65, max(0, len(lanes) - 1) + 0.6)
     ax.invert_yaxis()
     ax.set_xlabel("ms")
     if not xs:
         ax.text(0.5, 0.5, "no dispatches recorded", ha="center", va="center", transform=ax.transAxes)
-    if colors:
-        handles = [Patch(color=c, label=n) for n, c in list(colors.items())[:12]]
-        ax.legend(handles=handles, loc="upper right", fontsize="small", framealpha=0.8)
+    if layout.legend_entries:
+        handles = [Patch(facecolor=st.facecolor, edgecolor=st.edgecolor, hatch=st.hatch or None,
+                         linewidth=st.linewidth, label=label) for label, st in layout.legend_entries]
+        legend_ax.legend(handles=handles, loc="center", ncol=layout.legend_columns,
+                         fontsize="small", frameon=False, handlelength=2.5, handleheight=1.2)
     ax.set_title(title or f"{len(xs)} dispatches on {len(lanes)} streams, {arrows} dependencies")
     ax.grid(axis="x", alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(os.fspath(out_png), format="png")
+    return fig
+
+
+def render_png(trace_json, out_png, *, title: str | None = None, width: float = 12.0, dpi: int = 100) -> str:
+    """Draw the trace's dispatches per stream and its dependencies into ``out_png``; return it."""
+    draw(trace_json, title=title, width=width, dpi=dpi).savefig(os.fspath(out_png), format="png")
     return os.fspath(out_png)

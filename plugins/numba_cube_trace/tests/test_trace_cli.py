@@ -1,0 +1,42 @@
+"""``numba-cube-trace`` (``numba_cube_trace/cli.py``): a trace file that is missing, not JSON, or
+JSON but no trace is one line on stderr with exit status 1, never a traceback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+
+def _trace_cli(*args):
+    return subprocess.run([sys.executable, "-m", "numba_cube_trace", *args], capture_output=True,
+                          text=True, timeout=300)
+
+
+def _one_error_line(proc) -> str:
+    assert "Traceback" not in proc.stderr, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    return lines[0]
+
+
+def test_missing_trace_file(tmp_path):
+    """A path that does not exist: exit status 1, one line naming it."""
+    missing = tmp_path / "nope.json"
+    proc = _trace_cli(str(missing))
+    assert proc.returncode == 1
+    assert _one_error_line(proc) == f"numba-cube-trace: error: No such file or directory: {missing}"
+
+
+def test_file_that_is_no_trace(tmp_path):
+    """A file that is not JSON, or JSON without ``traceEvents``: exit status 1, one line saying
+    what it is and which files the command reads."""
+    text = tmp_path / "notes.txt"
+    text.write_text("not json")
+    proc = _trace_cli(str(text))
+    assert proc.returncode == 1 and "is not JSON" in _one_error_line(proc)
+    other = tmp_path / "other.json"
+    other.write_text('{"a": 1}')
+    proc = _trace_cli(str(other))
+    assert proc.returncode == 1
+    line = _one_error_line(proc)
+    assert "no trace" in line and "NUMBA_CUBE_TRACE" in line
