@@ -229,9 +229,9 @@ class DiskCache:
         except OSError:
             pass
 
-    def load(self, key: str, args: tuple):
+    def load(self, key: str, kinds: tuple):
         """``(CompiledKernel, access)`` of the entry under ``key``, loaded on this device (its
-        context current), or None: no entry, one that fails verification or does not parse
+        context current) for arguments of ``kinds`` (``compiler.arg_kinds``), or None: no entry, one that fails verification or does not parse
         (deleted or to be overwritten), or an image the driver refuses."""
         from ..cpu.numbacache import read_sealed
 
@@ -260,11 +260,10 @@ class DiskCache:
             function = self.driver.module_get_function(module, entry)
         except CudaError:
             return None                 # e.g. an image this driver cannot load after all
-        return self._compiled(name, function, args, max_threads, shared,
+        return self._compiled(name, function, kinds, max_threads, shared,
                               CachedCode(module, entry, asm, cooperative)), access
 
-    def _compiled(self, name, function, args, max_threads, shared, source):
-        from .compiler import arg_kinds
+    def _compiled(self, name, function, kinds, max_threads, shared, source):
         from .packed_launch import ArgLayout, CompiledKernel
 
         driver = self.driver
@@ -272,5 +271,5 @@ class DiskCache:
         def occupancy(block_threads: int) -> int:
             return driver.occupancy(function, block_threads, 0)
 
-        return CompiledKernel(name, function, ArgLayout(arg_kinds(args)), max_threads, shared,
+        return CompiledKernel(name, function, ArgLayout(kinds), max_threads, shared,
                               occupancy, source, cooperative=source.cooperative)

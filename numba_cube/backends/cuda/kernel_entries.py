@@ -26,7 +26,7 @@ from ...kernel.kernel import resolve_access
 from ...runtime.composite import COMPOSITE_TYPES, analysis_entry
 from ...runtime.handle import Binding
 from . import diskcache
-from .compiler import jit_options
+from .compiler import arg_kinds, jit_options
 from .driver import CudaError
 
 __all__ = ["KernelEntry", "KernelEntries"]
@@ -79,7 +79,7 @@ class KernelEntries:
                                else None)
             disk_key = self._disk_key(kernel, py_func, kid, sig, options, args, jit,
                                       user_dispatcher)
-            found = self._disk.load(disk_key, args) if disk_key is not None else None
+            found = self._disk.load(disk_key, arg_kinds(args)) if disk_key is not None else None
             if found is not None:
                 self._counters[diskcache.HITS] += 1
                 compiled = found[0]
