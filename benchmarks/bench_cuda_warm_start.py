@@ -12,7 +12,8 @@ numba-cuda's ``k[grid, block](...)`` + ``copy_to_host``; goal of issue 18: <= 0.
 whole process up to the checked result; then where the warm numba_cube process spends its time:
 ``import numba_cube``, the kernel's module (its ``from numba import cuda``), the CUDA backend's
 import (the driver bindings, the mechanism), the client start (``cuInit``, the context), the
-buffers, the kernel id, and inside the first launch: the cache lookup (reading and verifying the
+buffers, the kernel id, and inside the first launch: the cache key (versions, the digest of
+numba_cube's sources), the cache lookup (reading and verifying the
 entry), the module load (``cuModuleLoadData``/``cuModuleGetFunction``), numba-cuda's compile (0
 when warm) and the rest (the runtime, the launch, the read). It also lists the modules the warm
 first launch imported, and whether numba-cuda's compiler ran.
@@ -65,7 +66,7 @@ def axpy(a, x, y, out):
 
 #: what a numba_cube child times, in the order it prints them
 STAGES = ("import numba_cube", "kernel module (numba.cuda)", "import CUDA backend", "client start",
-          "buffers", "kernel id", "launch: cache lookup", "launch: module load",
+          "buffers", "kernel id", "launch: cache key", "launch: cache lookup", "launch: module load",
           "launch: numba-cuda compile", "launch: the rest", "first launch", "whole process")
 
 CHILD = """
@@ -97,7 +98,7 @@ lap("buffers")
 k = cube.kernel(mod.axpy)
 k.id
 lap("kernel id")
-spent = {{"lookup": 0.0, "module": 0.0, "compile": 0.0}}
+spent = {{"key": 0.0, "lookup": 0.0, "module": 0.0, "compile": 0.0}}
 def timing(owner, name, what):
     fn = getattr(owner, name)
     def timed(*args, **kwargs):
@@ -107,6 +108,7 @@ def timing(owner, name, what):
         finally:
             spent[what] += time.perf_counter() - start
     setattr(owner, name, timed)
+timing(diskcache, "entry_key", "key")
 timing(diskcache.DiskCache, "load", "lookup")
 timing(driver.Driver, "module_load_data", "module")
 timing(driver.Driver, "module_get_function", "module")
@@ -119,10 +121,11 @@ result = c.read(out)
 T["first launch"] = time.perf_counter() - launch_start
 T["whole process"] = time.perf_counter() - t0
 assert np.array_equal(result, 2.0 * x + y + {salt!r}), "wrong result"
+T["launch: cache key"] = spent["key"]
 T["launch: module load"] = spent["module"]
 T["launch: cache lookup"] = spent["lookup"] - spent["module"]
 T["launch: numba-cuda compile"] = spent["compile"]
-T["launch: the rest"] = T["first launch"] - spent["lookup"] - spent["compile"]
+T["launch: the rest"] = T["first launch"] - spent["key"] - spent["lookup"] - spent["compile"]
 stats = c.server.stats
 T["hits"] = stats["cuda_disk_cache_hits"]
 T["imported"] = sorted(set(sys.modules) - before)

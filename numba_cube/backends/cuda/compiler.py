@@ -33,6 +33,7 @@ image (NRT, module setup callbacks, a shared-memory carveout, a debug kernel's e
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from typing import Mapping
 
@@ -106,6 +107,14 @@ def image_of(kernel):
         return "its module has setup callbacks, which numba-cuda's module loading runs"
     if getattr(kernel, "shared_memory_carveout", None) is not None:
         return "a shared-memory carveout, which numba-cuda sets on the function at binding"
+    # Files linked in by device functions (declare_device(..., link=...)): their contents are in
+    # no kernel id, so a cubin kept on disk would outlive an edit of them. numba-cuda's own
+    # helper files change only with its version, which the key covers.
+    own = os.path.dirname(os.path.abspath(getattr(sys.modules.get("numba_cuda"), "__file__", "") or "/"))
+    foreign = [str(f) for f in getattr(library, "_linking_files", ())
+               if not os.path.abspath(str(f)).startswith(own + os.sep)]
+    if foreign:
+        return f"it links {foreign[0]}, whose contents its id does not cover"
     code = library.get_cubin()        # cached by numba-cuda: what it loaded
     kind, data = getattr(code, "code_type", "cubin"), getattr(code, "code", code)
     if not isinstance(data, bytes) or kind not in ("cubin", "ptx"):

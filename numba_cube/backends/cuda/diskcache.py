@@ -113,19 +113,21 @@ def backend_digest() -> str | None:
     return digest.hexdigest()
 
 
-def _version(distribution: str) -> str:
-    from importlib import metadata      # here: only a compile-cache miss pays for it
+def _version(module_name: str) -> str:
+    """``__version__`` of a module (imported if it is not: numba, numba_cuda and cuda.bindings
+    are cheap at that point). Not importlib.metadata: its scan of the installed distributions
+    costs ~30 ms, ten times a warm start's whole cache load."""
+    import importlib
 
     try:
-        return metadata.version(distribution)
-    except metadata.PackageNotFoundError:
+        return str(getattr(importlib.import_module(module_name), "__version__", ""))
+    except ImportError:
         return ""
 
 
 @functools.lru_cache(maxsize=1)
 def _library_versions() -> str:
-    return repr((sys.version, _version("numba"), _version("numba-cuda"),
-                 _version("cuda-bindings"), _version("cuda-python")))
+    return repr((sys.version, _version("numba"), _version("numba_cuda"), _version("cuda.bindings")))
 
 
 def _numba_environment() -> str:
