@@ -46,6 +46,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import logging
 import os
 import struct
 import sys
@@ -68,6 +69,8 @@ _HERE = Path(__file__).parent
 #: the numba_cube sources that decide what is compiled: this backend and the kernel package
 _SOURCE_DIRS = (_HERE, _HERE.parent.parent / "kernel")
 _PLAIN_SCALARS = (bool, int, float, complex)
+
+log = logging.getLogger("numba_cube")
 
 
 class CodeImage(NamedTuple):
@@ -262,6 +265,10 @@ class DiskCache:
             function = self.driver.module_get_function(module, entry)
         except CudaError:
             return None                 # e.g. an image this driver cannot load after all
+        except Exception:  # noqa: BLE001 - a cache that cannot load costs a compile, never a launch
+            log.warning("numba_cube: loading %s from the CUDA disk cache failed; compiling it",
+                        name, exc_info=True)
+            return None
         return self._compiled(name, function, kinds, max_threads, shared,
                               CachedCode(module, entry, asm, cooperative)), access
 

@@ -124,11 +124,14 @@ class KernelEntries:
         """The on-disk key of this compile, or None when it is not kept there (counted)."""
         if self._disk is None:
             return None          # a compiler that hands back no image: nothing to count
-        reason = diskcache.refusal(kernel, args, jit, user_dispatcher)
         key = None
-        if reason is None:
-            key = diskcache.entry_key(kid, sig, options, jit, self._disk.device_facts(),
-                                      py_func or kernel.py_func)
+        try:
+            reason = diskcache.refusal(kernel, args, jit, user_dispatcher)
+            if reason is None:
+                key = diskcache.entry_key(kid, sig, options, jit, self._disk.device_facts(),
+                                          py_func or kernel.py_func)
+        except Exception as exc:  # noqa: BLE001 - the disk cache must never fail a launch
+            reason = f"its key cannot be made: {type(exc).__name__}: {exc}"
         if key is None:
             log.debug("numba_cube: %s is not kept on disk: %s", kid, reason or "sources unreadable")
             self._counters[diskcache.UNCACHEABLE] += 1
@@ -137,7 +140,10 @@ class KernelEntries:
     def _keep(self, disk_key: str, name: str, compiled, access: tuple) -> None:
         """Write the compile to disk (a miss), unless the compiler says it cannot be loaded from
         there (uncacheable: only known once numba-cuda compiled it, a debug kernel say)."""
-        image = self.compiler.image_of(compiled)
+        try:
+            image = self.compiler.image_of(compiled)
+        except Exception as exc:  # noqa: BLE001 - the kernel compiled: keeping it is a bonus
+            image = f"its image cannot be read: {type(exc).__name__}: {exc}"
         if isinstance(image, str):
             log.debug("numba_cube: %s is not kept on disk: %s", name, image)
             self._counters[diskcache.UNCACHEABLE] += 1
