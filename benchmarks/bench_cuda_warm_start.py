@@ -16,7 +16,8 @@ buffers, the kernel id, and inside the first launch: the cache key (versions, th
 numba_cube's sources), the cache lookup (reading and verifying the
 entry), the module load (``cuModuleLoadData``/``cuModuleGetFunction``), numba-cuda's compile (0
 when warm) and the rest (the runtime, the launch, the read). It also lists the modules the warm
-first launch imported, and whether numba-cuda's compiler ran.
+first launch imported, and whether numba-cuda's driver layer started at all (it does when
+numba-cuda compiles or loads a module).
 
 Times are medians over ``--repeats`` children of each kind (3 by default), warm and cold
 children alternating so that a shared machine's drift hits both alike.
@@ -129,6 +130,8 @@ T["launch: the rest"] = T["first launch"] - spent["key"] - spent["lookup"] - spe
 stats = c.server.stats
 T["hits"] = stats["cuda_disk_cache_hits"]
 T["imported"] = sorted(set(sys.modules) - before)
+numba_cuda_driver = sys.modules.get("numba.cuda.cudadrv.driver")   # its own driver layer: did it start?
+T["numba-cuda started"] = bool(getattr(getattr(numba_cuda_driver, "driver", None), "pid", None))
 print("TIMES", json.dumps(T))
 """
 
@@ -221,6 +224,8 @@ def main(repeats: int = 3) -> None:
         t.row(stage, warm[stage], cold[stage], "cold")
     print(f"\nwarm children found their kernel on disk: {[w['hits'] for w in warms]} "
           f"(cold: {[c['hits'] for c in colds]})")
+    print(f"numba-cuda's driver layer started (cuInit through numba-cuda) in warm children: "
+          f"{[w['numba-cuda started'] for w in warms]}, cold: {[c['numba-cuda started'] for c in colds]}")
     imported = warms[-1]["imported"]
     print(f"modules the warm first launch imported ({len(imported)}):",
           ", ".join(imported[:60]) + (" ..." if len(imported) > 60 else "") if imported else "none")
