@@ -177,15 +177,20 @@ def _is_numpy_scalar(value) -> bool:
 def entry_key(kid: str, signature: tuple, options: tuple, jit: dict, device_facts: str,
               py_func) -> str | None:
     """Hex SHA-256 naming one compile (the module docstring lists what it covers); None when the
-    numba_cube sources cannot be read."""
+    numba_cube sources cannot be read or an option has no stable text form. ``options``: the
+    client's, as ``(name, value)`` pairs."""
     digest = backend_digest()
     if digest is None:
         return None
-    jit_text = repr(sorted((k, _stable_text(v)) for k, v in jit.items()))
+    texts = [(k, _stable_text(v)) for k, v in sorted(jit.items())]
+    option_texts = [(k, _stable_text(v)) for k, v in options]
+    if any(text is None for _, text in texts + option_texts):
+        return None                     # two such values could not be told apart
+    jit_text, options_text = repr(texts), repr(option_texts)
     code = py_func.__code__
     place = f"{code.co_filename}:{code.co_firstlineno}"
     return hashlib.sha256(_frame(_FORMAT, kid.encode(), repr(signature).encode(),
-                                 repr(options).encode(), jit_text.encode(),
+                                 options_text.encode(), jit_text.encode(),
                                  device_facts.encode(), _library_versions().encode(),
                                  _numba_environment().encode(), place.encode(),
                                  digest.encode())).hexdigest()

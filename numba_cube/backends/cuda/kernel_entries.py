@@ -133,7 +133,8 @@ class KernelEntries:
         except Exception as exc:  # noqa: BLE001 - the disk cache must never fail a launch
             reason = f"its key cannot be made: {type(exc).__name__}: {exc}"
         if key is None:
-            log.debug("numba_cube: %s is not kept on disk: %s", kid, reason or "sources unreadable")
+            log.debug("numba_cube: %s is not kept on disk: %s", kid, reason or "no stable key (an option without a stable text form, or "
+                      "numba_cube's sources unreadable)")
             self._counters[diskcache.UNCACHEABLE] += 1
         return key
 

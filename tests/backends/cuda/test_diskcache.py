@@ -178,7 +178,8 @@ def test_refusal_names_what_cannot_be_cached():
 
 def test_entry_key_changes_with_what_decides_the_code(monkeypatch):
     """The key differs when the kernel id, the signature, the options, the device or the
-    ``NUMBA_*`` environment differ, and is the same for the same inputs."""
+    ``NUMBA_*`` environment differ, and is the same for the same inputs; a client option with no
+    stable text form gives no key at all (two such values could not be told apart)."""
     from numba_cube.backends.cuda.diskcache import entry_key
 
     def f(x):
@@ -193,6 +194,9 @@ def test_entry_key_changes_with_what_decides_the_code(monkeypatch):
         changed = list(base)
         changed[i] = other
         assert entry_key(*changed) != key
+    unstable = list(base)
+    unstable[2] = (("opt", object()),)
+    assert entry_key(*unstable) is None
     monkeypatch.setenv("NUMBA_CUBE_CACHE_DIR", "/somewhere/else")   # where, not what: same key
     assert entry_key(*base) == key
     monkeypatch.setenv("NUMBA_OPT", "1" if os.environ.get("NUMBA_OPT") != "1" else "2")
