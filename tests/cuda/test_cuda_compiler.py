@@ -1,6 +1,7 @@
 """Contracts of ``jit_options`` (numba_cube.backends.cuda.compiler): the ``cuda.jit`` arguments a
 kernel is compiled with. The reference is numba-cuda itself: a dispatcher made with them holds the
 same target options as the user's own ``cuda.jit`` dispatcher. No GPU needed (nothing compiles).
+And of ``image_of``: what of a compiled kernel the on-disk cache (``diskcache.py``) may keep.
 """
 
 from __future__ import annotations
@@ -60,3 +61,68 @@ def test_boundscheck_is_refused_and_debug_passes_through():
     assert _jit_options(cube.kernel(_fill, boundscheck=False), {}) == {}
     assert _jit_options(cube.kernel(cuda.jit(debug=True, opt=False)(_fill)), {})["debug"] is True
     assert _jit_options(cube.kernel(_fill), {"debug": True})["debug"] is True
+
+
+# -- image_of: what the on-disk cache may keep of a compiled kernel ------------------------------
+# numba-cuda compiles only on a GPU, so its compiled kernel is stood in for by an object with the
+# attributes image_of reads; the GPU case (tests/cuda/cases/test_cuda_warm_start.py) uses the
+# real one.
+
+class _ObjectCode:
+    """What numba-cuda's linker returns (cuda.core's ObjectCode): the bytes and their kind."""
+
+    def __init__(self, code, code_type="cubin"):
+        self.code, self.code_type = code, code_type
+
+
+class _Library:
+    def __init__(self, linking_files=(), setup=()):
+        self._linking_files = set(linking_files)
+        self._setup_functions, self._teardown_functions = list(setup), []
+
+    def get_cubin(self, cc=None):
+        return _ObjectCode(b"\x7fELF cubin")
+
+    def get_asm_str(self, cc=None):
+        return ".entry _Z4fill"
+
+
+class _CompiledKernel:
+    def __init__(self, library=None, **attrs):
+        self._codelibrary = library or _Library()
+        self.entry_name = "_Z4fill"
+        self.debug, self.shared_memory_carveout = False, None
+        for name, value in attrs.items():
+            setattr(self, name, value)
+
+
+def test_image_of_hands_back_the_linked_cubin_and_entry_name():
+    """A plain kernel's image is the cubin numba-cuda linked, its mangled entry name and its
+    PTX; numba-cuda's own helper files linked in do not stop it."""
+    import os
+
+    import numba_cuda
+
+    from numba_cube.backends.cuda.compiler import image_of
+
+    helper = os.path.join(os.path.dirname(numba_cuda.__file__), "numba", "cuda", "reshape_funcs.cu")
+    image = image_of(_CompiledKernel(_Library(linking_files=[helper])))
+    assert (image.kind, image.data, image.entry, image.asm) == ("cubin", b"\x7fELF cubin", "_Z4fill",
+                                                                ".entry _Z4fill")
+
+
+@pytest.mark.parametrize("kernel, reason", [
+    (_CompiledKernel(debug=True), "debug"),
+    (_CompiledKernel(target_context=type("T", (), {"enable_nrt": True})()), "NRT"),
+    (_CompiledKernel(_Library(setup=[print])), "setup callbacks"),
+    (_CompiledKernel(shared_memory_carveout=50), "carveout"),
+    (_CompiledKernel(_Library(linking_files=["/home/user/mine.cu"])), "mine.cu"),
+], ids=["debug", "nrt", "setup", "carveout", "user-file"])
+def test_image_of_refuses_what_an_image_alone_cannot_reproduce(kernel, reason):
+    """What numba-cuda sets up beyond loading the image (a debug kernel's exception flag, NRT,
+    module setup callbacks, a carveout), and files whose contents no kernel id covers, make the
+    compile uncacheable, with a reason naming it."""
+    from numba_cube.backends.cuda.compiler import image_of
+
+    answer = image_of(kernel)
+    assert isinstance(answer, str) and reason in answer

@@ -74,6 +74,11 @@ def _calls(drv):
         "launch_cooperative": lambda: drv.check("cuLaunchCooperativeKernel", packed_launch.cooperative_launcher(api)(
             api.CUfunction(12), 1, 1, 1, 32, 1, 1, 0, stream, 123456, 0)),
         "ctx_get_current_raw": lambda: api.cuCtxGetCurrent(),
+        "module_load_data": lambda: drv.module_load_data(b"\x7fELF fake cubin"),
+        "module_get_function": lambda: drv.module_get_function(api.CUmodule(13), "_Z4axpy"),
+        "driver_version": lambda: drv.driver_version(),
+        "device_attribute_cc": lambda: drv.device_attribute(
+            "CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR", 0),
     }
 
 
@@ -85,7 +90,8 @@ NAMES = ["init", "device_count", "device", "device_name", "device_attribute", "p
          "event_query", "event_synchronize", "event_elapsed_ms", "begin_capture", "end_capture",
          "graph_instantiate", "graph_launch", "kernel_function", "kernel_function_int", "occupancy",
          "device_attribute_shared_optin", "function_attribute", "set_function_attribute",
-         "launch_shared", "launch", "launch_cooperative", "ctx_get_current_raw"]
+         "launch_shared", "launch", "launch_cooperative", "ctx_get_current_raw",
+         "module_load_data", "module_get_function", "driver_version", "device_attribute_cc"]
 
 
 def test_every_call_is_listed():

@@ -24,11 +24,16 @@ them. ``boundscheck`` is numba-cuda's answer: its CUDA target never checks bound
 ``debug=True`` (or ``NUMBA_CUDA_DEBUGINFO=1``) compiles as numba-cuda does, and the kernel's
 exceptions are reported as numba-cuda reports them, through its error flag
 (``kernel_exceptions.py``): such launches are blocking.
+
+``image_of`` hands the on-disk cache (``diskcache.py``) the linked cubin of a compiled kernel,
+or says why it cannot be kept: what numba-cuda's own launch path sets up beyond loading the
+image (NRT, module setup callbacks, a shared-memory carveout, a debug kernel's exception flag).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from typing import Mapping
 
@@ -41,7 +46,7 @@ from ...runtime.composite import RecordRef
 from .kernel_exceptions import for_kernel
 from .packed_launch import ArgLayout, CompiledKernel, flat_leaves
 
-__all__ = ["NumbaCudaCompiler", "numba_types", "arg_kinds", "JIT_OPTIONS", "jit_options"]
+__all__ = ["NumbaCudaCompiler", "image_of", "numba_types", "arg_kinds", "JIT_OPTIONS", "jit_options"]
 
 #: The client options handed to ``cuda.jit`` (the CUDA servers declare them as known options).
 JIT_OPTIONS = ("fastmath", "lineinfo", "debug", "opt", "max_registers")
@@ -85,6 +90,40 @@ def arg_kinds(args: tuple) -> tuple:
 def numba_types(args: tuple) -> tuple:
     """The Numba signature of a launch's arguments (bindings and scalars)."""
     return launch_types(args)
+
+
+def image_of(kernel):
+    """The ``diskcache.CodeImage`` of numba-cuda's compiled ``kernel`` (a ``_Kernel``, bound), or
+    a sentence saying why it cannot be loaded from an image alone."""
+    from .diskcache import CodeImage
+
+    library = kernel._codelibrary
+    if getattr(kernel, "debug", False):
+        return "debug=True: its exceptions are decoded with numba-cuda's objects"
+    target = getattr(kernel, "target_context", None)
+    if getattr(target, "enable_nrt", False):
+        return "it uses numba-cuda's NRT, which numba-cuda's launch path initializes"
+    if getattr(library, "_setup_functions", None) or getattr(library, "_teardown_functions", None):
+        return "its module has setup callbacks, which numba-cuda's module loading runs"
+    if getattr(kernel, "shared_memory_carveout", None) is not None:
+        return "a shared-memory carveout, which numba-cuda sets on the function at binding"
+    # Files linked in by device functions (declare_device(..., link=...)): their contents are in
+    # no kernel id, so a cubin kept on disk would outlive an edit of them. numba-cuda's own
+    # helper files change only with its version, which the key covers.
+    own = os.path.dirname(os.path.abspath(getattr(sys.modules.get("numba_cuda"), "__file__", "") or "/"))
+    foreign = [str(f) for f in getattr(library, "_linking_files", ())
+               if not os.path.abspath(str(f)).startswith(own + os.sep)]
+    if foreign:
+        return f"it links {foreign[0]}, whose contents its id does not cover"
+    code = library.get_cubin()        # cached by numba-cuda: what it loaded
+    kind, data = getattr(code, "code_type", "cubin"), getattr(code, "code", code)
+    if not isinstance(data, bytes) or kind not in ("cubin", "ptx"):
+        return f"numba-cuda's linker gave a {kind} image that is not in memory"
+    try:
+        asm = library.get_asm_str()      # the current device's PTX, as inspect_asm(cc) gives it
+    except Exception:  # noqa: BLE001 - the PTX is for inspection only
+        asm = ""
+    return CodeImage(kind, data, str(kernel.entry_name), asm if isinstance(asm, str) else "")
 
 
 class NumbaCudaCompiler:
@@ -139,3 +178,17 @@ class NumbaCudaCompiler:
                                   int(attrs.shared), occupancy, kernel)
         compiled.exceptions = exceptions
         return compiled
+
+    def disk_cache(self):
+        """The on-disk cache of this device's compiles (``diskcache.py``)."""
+        from .diskcache import DiskCache
+
+        return DiskCache(self.driver, self.index)
+
+    def image_of(self, compiled: CompiledKernel):
+        """What ``diskcache.DiskCache`` keeps of ``compiled`` (``image_of``), or why not. Inside
+        the device's numba-cuda context, as ``compile``: the image is the one for its GPU."""
+        from numba import cuda
+
+        with cuda.gpus[self.index]:
+            return image_of(compiled.source)

@@ -302,6 +302,15 @@ class Driver:
             handle = self.api.CUkernel(int(handle))
         return self.call("cuKernelGetFunction", handle)
 
+    def module_load_data(self, image: bytes):
+        """A ``CUmodule`` of ``image`` (a cubin, or PTX the driver compiles) loaded into the
+        current context: how ``diskcache.py`` loads a kernel without numba-cuda."""
+        return self.call("cuModuleLoadData", image)
+
+    def module_get_function(self, module, name: str):
+        """The ``CUfunction`` called ``name`` (its mangled name) in ``module``."""
+        return self.call("cuModuleGetFunction", module, name.encode())
+
     def function_attribute(self, name: str, func) -> int:
         attr = getattr(self.api.CUfunction_attribute, name)
         return int(self.call("cuFuncGetAttribute", attr, func))

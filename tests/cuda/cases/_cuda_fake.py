@@ -29,7 +29,9 @@ from __future__ import annotations
 import collections
 import ctypes
 import itertools
+import pickle
 import struct
+import sys
 import threading
 
 import numpy as np
@@ -45,6 +47,8 @@ R = _real.CUresult
 OK = R.CUDA_SUCCESS
 LEGACY = 1
 PER_THREAD = 2
+#: what a fake "cubin" starts with (``FakeCompiler.image_of``, ``FakeApi.cuModuleLoadData``)
+FAKE_IMAGE_MAGIC = b"FAKECUBIN1\n"
 
 
 class _Event:
@@ -109,6 +113,7 @@ class _Function:
                        for a in flat_leaves(args)]
         self.layout = ArgLayout(self.kinds)
         self.name = getattr(py_func, "__name__", "kernel")
+        self.py_func = py_func
         # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: 48 KiB less the static part until raised
         self.max_dynamic_shared = FakeApi.DEFAULT_SHARED_PER_BLOCK
 
@@ -144,6 +149,8 @@ class FakeApi:
         self.streams: dict[int, _Stream] = {LEGACY: _Stream(LEGACY), PER_THREAD: _Stream(PER_THREAD)}
         self.events: dict[int, _Event] = {}
         self.functions: dict[int, _Function] = {}
+        self.modules: dict[int, tuple] = {}     # cuModuleLoadData: (py_func, args)
+        self.compilers: list = []               # the FakeCompiler of each server made
         self.graphs: dict[int, list] = {}
         self.execs: dict[int, list] = {}
         self.calls = collections.Counter()
@@ -518,16 +525,67 @@ class FakeApi:
     def cuDriverGetVersion(self):
         return (OK, 12080)
 
+    def cuModuleLoadData(self, image):
+        """A fake "cubin" (``FakeCompiler.image_of``): the kernel's Python function, found by
+        module and qualified name in this process, and the arguments it was compiled for."""
+        data = bytes(image)
+        if not data.startswith(FAKE_IMAGE_MAGIC):
+            return (R.CUDA_ERROR_INVALID_IMAGE, None)
+        modname, qualname, args = pickle.loads(data[len(FAKE_IMAGE_MAGIC):])
+        found = sys.modules.get(modname)
+        for part in qualname.split("."):
+            found = getattr(found, part, None)
+        py_func = getattr(found, "py_func", found)
+        if not callable(py_func):
+            return (R.CUDA_ERROR_INVALID_IMAGE, None)
+        with self._lock:
+            mid = next(self._ids)
+            self.modules[mid] = (py_func, args)
+            self.calls["cuModuleLoadData"] += 1
+        return (OK, mid)
+
+    def cuModuleGetFunction(self, module, name):
+        py_func, args = self.modules[int(module)]
+        if name != py_func.__name__.encode():
+            return (R.CUDA_ERROR_NOT_FOUND, None)
+        with self._lock:
+            fid = next(self._ids)
+            self.functions[fid] = _Function(py_func, args)
+        return (OK, _real.CUfunction(fid))
+
 
 class FakeCompiler:
-    """Stands in for ``compiler.NumbaCudaCompiler``: "compiles" to a simulator kernel."""
+    """Stands in for ``compiler.NumbaCudaCompiler``: "compiles" to a simulator kernel.
 
-    def __init__(self, api: FakeApi):
+    With ``images`` (a ``Driver`` over the api and the device index), it also hands back a fake
+    "cubin" for the on-disk cache (``diskcache.py``), which ``FakeApi.cuModuleLoadData`` loads in
+    another process; ``compiled`` counts the compiles it did."""
+
+    def __init__(self, api: FakeApi, images=None):
         self.api = api
+        self.images = images          # (driver, device index) or None: no on-disk cache
+        self.compiled = 0
+
+    def disk_cache(self):
+        if self.images is None:
+            return None
+        from numba_cube.backends.cuda.diskcache import DiskCache
+
+        return DiskCache(*self.images)
+
+    def image_of(self, compiled):
+        from numba_cube.backends.cuda.diskcache import CodeImage
+
+        func = compiled.source
+        py_func = func.py_func
+        data = FAKE_IMAGE_MAGIC + pickle.dumps((py_func.__module__, py_func.__qualname__,
+                                                func.template))
+        return CodeImage("cubin", data, func.name, f"// fake PTX of {func.name}")
 
     def compile(self, key, py_func, name, args, options, user_dispatcher=None):
         from numba_cube.errors import CompileError
 
+        self.compiled += 1
         if getattr(py_func, "refuse_compile", False):
             raise CompileError(f"kernel {name} refused by the fake compiler")
         func = _Function(py_func, args)
@@ -634,8 +692,9 @@ class DLPackArray:
         return self.array.get()
 
 
-def register_fake_cuda(name: str = "fakecuda", devices: int = 2) -> FakeApi:
-    """Register backend ``name`` whose devices are CUDA servers (``make_gpu_server``) over one ``FakeApi``."""
+def register_fake_cuda(name: str = "fakecuda", devices: int = 2, images: bool = False) -> FakeApi:
+    """Register backend ``name`` whose devices are CUDA servers (``make_gpu_server``) over one
+    ``FakeApi``; ``images``: their compilers hand back fake cubins for the on-disk cache."""
     from numba_cube.backends.cuda.driver import Driver
     from numba_cube.backends.cuda.server import make_gpu_server
     from numba_cube.runtime.registry import register_backend
@@ -644,7 +703,9 @@ def register_fake_cuda(name: str = "fakecuda", devices: int = 2) -> FakeApi:
     driver = Driver(api)
 
     def factory(index):
-        return make_gpu_server(index, name, driver=driver, compiler=FakeCompiler(api))
+        compiler = FakeCompiler(api, (driver, index) if images else None)
+        api.compilers.append(compiler)
+        return make_gpu_server(index, name, driver=driver, compiler=compiler)
 
     register_backend(name, factory, source="tests/cuda fake driver")
     return api
