@@ -15,7 +15,7 @@ Sections (each prints its table; a section that fails prints why and the others 
    and behind ~50 us of queued work (where the read-back blocks the host).
 4. **Graphs**: replay of a 100-launch capture vs the same 100 launches issued eagerly, per kernel.
 5. **Bandwidth**: a large elementwise kernel (``out = a*x + y``, float32, 2**26 elements, 768 MiB
-   moved per launch) through numba_cube vs numba-cuda, GB/s. Goal: ratio >= 0.95.
+   moved per launch) through numba_cube vs numba-cuda, GB/s. Goal: ratio >= 0.99 (the runtime adds nothing on the device); both sides end with the same cuCtxSynchronize.
 
 Run on a GPU machine: ``PYTHONPATH=. python3 benchmarks/bench_cuda.py`` (``--only=launch_host_time,
 bandwidth`` runs some sections). A JSON copy of every
@@ -357,6 +357,20 @@ def graph_replay():
 
 
 # ----------------------------------------------------------------------------- 5. bandwidth
+def interleaved_wall_times(first, second, sync, repeats: int = 9) -> tuple[float, float]:
+    """Median seconds of ``first(); sync()`` and of ``second(); sync()``, taking turns round by
+    round so that clocks, heat and a shared host treat both alike."""
+    first(); sync(); second(); sync()               # warm-up
+    a, b = [], []
+    for _ in range(repeats):
+        for fn, out in ((first, a), (second, b)):
+            t0 = time.perf_counter()
+            fn()
+            sync()
+            out.append(time.perf_counter() - t0)
+    return statistics.median(a), statistics.median(b)
+
+
 @section
 def bandwidth():
     client = cube.client(DEVICE)
@@ -383,17 +397,22 @@ def bandwidth():
             nk[blocks, tpb](a, dx, dy, do)
 
     moved = 3 * n * 4 * reps
-    t_ours = wall_time(ours, sync_all(client), repeats=7)
-    t_theirs = t_ours if SMOKE else wall_time(theirs, cuda.synchronize, repeats=7)
+    if SMOKE:
+        t_ours = t_theirs = wall_time(ours, sync_all(client), repeats=1)
+    else:
+        # One synchronization for both, the context's (cuCtxSynchronize waits for every stream
+        # of it, numba_cube's included): client.sync() also asks for faults and settles the
+        # runtime's books, which is host time the device-bandwidth comparison must not count.
+        t_ours, t_theirs = interleaved_wall_times(ours, theirs, cuda.synchronize)
     np.testing.assert_allclose(client.read(ho)[:1000], 2.0 * x[:1000] + x[:1000], rtol=1e-6)
     gb_ours, gb_theirs = moved / t_ours / 1e9, moved / t_theirs / 1e9
     t = Table("5. elementwise a*x+y, float32, 2**26 elements (seconds per 20 launches; ratio is time)")
     t.row("numba_cube vs numba-cuda", t_ours, t_theirs, "numba-cuda")
     print(f"  numba_cube {gb_ours:8.1f} GB/s   numba-cuda {gb_theirs:8.1f} GB/s   ratio {gb_ours / gb_theirs:.3f} "
-          f"(goal >= 0.95: {'met' if gb_ours / gb_theirs >= 0.95 else 'NOT met'})")
+          f"(goal >= 0.99: {'met' if gb_ours / gb_theirs >= 0.99 else 'NOT met'})")
     RESULTS["bandwidth"] = dict(numba_cube_gbs=gb_ours, numba_cuda_gbs=gb_theirs, ratio=gb_ours / gb_theirs)
     SUMMARY.append(f"bandwidth: numba_cube {gb_ours:.0f} GB/s vs numba-cuda {gb_theirs:.0f} GB/s "
-                   f"(ratio {gb_ours / gb_theirs:.3f}, goal >= 0.95: {'met' if gb_ours / gb_theirs >= 0.95 else 'NOT met'})")
+                   f"(ratio {gb_ours / gb_theirs:.3f}, goal >= 0.99: {'met' if gb_ours / gb_theirs >= 0.99 else 'NOT met'})")
 
 
 def main() -> int:
