@@ -12,15 +12,19 @@ Handles are passed to the driver as the binding's handle objects where we hold t
 events, functions) and as plain ints for device pointers, as numba-cuda does; both forms are
 accepted by cuda-bindings 12.x and 13.x.
 
-The launch hot path does not go through ``check``: it calls ``api.cuLaunchKernel`` directly and
-compares the result with ``Driver.SUCCESS`` (a Python call frame is a measurable share of a 4 us
-launch). Everything else is checked here.
+The launch hot paths do not go through ``check``: the general one calls ``api.cuLaunchKernel``
+directly and compares the result with ``Driver.SUCCESS`` (a Python call frame is a measurable
+share of a 4 us launch); the warm one calls what ``Driver.launcher`` built for it, which on a real
+driver is libcuda's own entry point behind a compiled trampoline (``launch_call.py``). Everything
+else is checked here.
 """
 
 from __future__ import annotations
 
+import ctypes
 import sys
 import threading
+import types
 
 __all__ = ["CudaError", "Driver", "load_api", "STICKY_ERRORS"]
 
@@ -116,10 +120,51 @@ class Driver:
         self.NOT_READY = self.api.CUresult.CUDA_ERROR_NOT_READY
         self._names: dict = {}
         self._lock = threading.Lock()
+        self._entry_points: dict | None = None     # C launch entry points, once looked up
+
+    # -- the warm launch's call -------------------------------------------------------------------
+    def launcher(self, function, grid, block, shared_bytes: int, stream, params: int,
+                 cooperative: bool = False):
+        """A zero-argument callable that launches ``function`` with these fixed arguments and
+        returns the ``CUresult`` (falsy on success): libcuda's entry point through a compiled
+        trampoline where there is one (``launch_call.c_launcher``), else the api's Python method
+        (a fake driver, or a libcuda that ``ctypes`` cannot open). The caller keeps ``function``,
+        ``stream`` and the parameter block at ``params`` alive as long as the callable."""
+        from . import launch_call
+
+        name = "cuLaunchCooperativeKernel" if cooperative else "cuLaunchKernel"
+        entry = self._c_entry_point(name)
+        if entry:
+            return launch_call.c_launcher(entry, int(function), grid, block, shared_bytes, int(stream),
+                                          params, cooperative)
+        return launch_call.api_launcher(getattr(self.api, name), function, grid, block, shared_bytes,
+                                        stream, params, cooperative)
+
+    def _c_entry_point(self, name: str) -> int:
+        """The address of libcuda's ``name`` in this process, or 0 where it is not to be called
+        directly: an api that is not cuda-python's module (a fake stands in for the driver), or no
+        libcuda that ``ctypes`` can open (it opens the library cuda-python loaded: same soname)."""
+        with self._lock:
+            if self._entry_points is None:
+                self._entry_points = {}
+                if isinstance(self.api, types.ModuleType):
+                    try:
+                        lib = ctypes.CDLL("nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1")
+                        for symbol in ("cuLaunchKernel", "cuLaunchCooperativeKernel"):
+                            self._entry_points[symbol] = ctypes.cast(getattr(lib, symbol),
+                                                                     ctypes.c_void_p).value or 0
+                    except (OSError, AttributeError):
+                        self._entry_points = {}
+            return self._entry_points.get(name, 0)
 
     # -- errors -----------------------------------------------------------------------------------
     def error(self, call: str, code, detail: str = "") -> CudaError:
         """The ``CudaError`` for ``code`` returned by ``call`` (never raises itself)."""
+        if type(code) is int:         # a launch through the C entry point returns a plain int
+            try:
+                code = self.api.CUresult(code)
+            except Exception:  # noqa: BLE001 - an unknown code is still described by its number
+                pass
         name, description = self._describe(code)
         return _error_class()(call, code, name, description, detail)
 

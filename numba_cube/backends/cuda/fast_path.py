@@ -17,7 +17,7 @@ geometry, dynamic shared memory size, options and stream *fires* it:
    change sends the launch to the general path, which is always correct:
    - a capture window open on the device (launches there are recorded, not run);
    - a failure in the ledger on any of its regions (the general path skips or repairs);
-   - its stream's CUDA stream recycled (the entry's would then serve another stream id);
+   - its stream's CUDA stream recycled (``retired``: it would then serve another stream id);
 3. dependencies: if every buffer is used by this stream only (``HazardTracker.register_solo``)
    there is nothing to wait for; otherwise the full walk (``register``) names the tasks of other
    streams to wait for, and the stream waits for them on the device (``CudaStreams.wait_for``);
@@ -69,7 +69,7 @@ class WarmLaunch:
     """One armed launch (see the module docstring)."""
 
     __slots__ = ("count", "dim", "grid", "block", "match", "matcher", "stream", "options", "cs",
-                 "source", "packed", "launch_args", "read_states", "write_states", "regions",
+                 "source", "packed", "fire", "read_states", "write_states", "regions",
                  "kernel_id", "shared_bytes")
 
     def __init__(self, count, dim, grid, block, match, stream, options, cs, bound, read_states,
@@ -88,9 +88,9 @@ class WarmLaunch:
         # Dynamic shared memory is part of what is matched: a launch with another size is
         # another entry (the general path armed this one after opting the function in to it).
         self.shared_bytes = shared_bytes
-        # cuLaunchKernel's arguments, all fixed for the entry (the stream is ``cs``, checked per launch).
-        self.launch_args = (bound.packed.kernel.function, *grid, *block, shared_bytes, cs.handle,
-                            bound.packed.block.address, 0)
+        # The driver call with all of cuLaunchKernel's arguments fixed for the entry (the stream
+        # is ``cs``, checked per launch): one call of a compiled trampoline on a GPU (launch_call.py).
+        self.fire = bound.packed.launcher(grid, block, shared_bytes, cs.handle)
         self.read_states = read_states  # hazard states of the buffers only read
         self.write_states = write_states
         self.regions = bound.reads + bound.writes   # what the ledger is asked about, per launch
@@ -147,7 +147,7 @@ class WarmPath:
                 if self._pending_frees:
                     self._drain_frees()
                 streams = self._streams
-                if self._captures or streams.serving(armed.stream) is not armed.cs:
+                if self._captures or armed.cs.retired:
                     return None
                 ledger = self._ledger
                 if ledger.first_failure(armed.regions) is not None:
@@ -177,11 +177,12 @@ class WarmPath:
                 # library switched it on this thread) the driver refuses the launch, it is
                 # not run. Then we make ours current and launch again; a second refusal is the
                 # kernel's own (too many threads, ...).
-                err = packed.cu_launch(*armed.launch_args)[0]
-                if err != packed.success:
+                fire = armed.fire
+                err = fire()                  # a CUresult: falsy on success
+                if err:
                     self._activate()
-                    err = packed.cu_launch(*armed.launch_args)[0]
-                if err != packed.success:
+                    err = fire()
+                if err:
                     # recorded as the general path records work that never started
                     refused = packed.refused(err, armed.grid, armed.block, armed.shared_bytes)
                     failed_writing(ledger, armed.kernel_id, armed.source.writes, refused)

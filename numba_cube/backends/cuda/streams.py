@@ -40,7 +40,7 @@ from typing import Callable
 
 from ...runtime.dispatch import run_recorded
 from .driver import CudaError
-from .tasks import CudaTask, WarmTask
+from .tasks import CudaTask, StreamMark, WarmTask
 
 __all__ = ["CudaStreams", "EventPool"]
 
@@ -72,7 +72,8 @@ class EventPool:
 class _CuStream:
     """One CUDA stream serving one ``StreamId`` (until recycled)."""
 
-    __slots__ = ("sid", "handle", "ptr", "seq", "done_seq", "tail", "waited", "evented")
+    __slots__ = ("sid", "handle", "ptr", "seq", "done_seq", "tail", "waited", "evented", "own_mark",
+                 "retired")
 
     def __init__(self, sid, handle):
         self.sid = sid
@@ -82,7 +83,9 @@ class _CuStream:
         self.done_seq = 0             # every task with seq <= done_seq is known to be done
         self.tail = None              # the last task enqueued
         self.waited: dict = {}        # producer _CuStream -> highest seq already waited for
-        self.evented = None           # the newest task of this stream that recorded an event
+        self.evented = None           # the newest task (or own_mark) of this stream with an event
+        self.own_mark = None          # the stream's reusable event for warm tasks (StreamMark)
+        self.retired = False          # recycled: no longer serves ``sid`` (the warm path checks it)
 
 
 class CudaStreams:
@@ -128,6 +131,7 @@ class CudaStreams:
                 self.event_of(cs.tail)    # a warm tail says "not done" until it has an event
             if cs.tail is None or cs.tail.done:
                 del self._streams[sid]
+                cs.retired = True
                 self._idle_handles.append(cs.handle)
 
     def handle_of(self, sid):
@@ -195,71 +199,83 @@ class CudaStreams:
 
     def wait_for(self, cs: _CuStream, deps) -> None:
         """Make ``cs`` wait on the device for each task of ``deps`` (tasks of other streams), through
-        their events. A wait already implied by an earlier wait on a later task of the same
-        producer stream is skipped."""
+        their events. A wait already implied by an earlier wait of ``cs`` on a record at or after
+        the dependency's position in the same producer stream is skipped."""
         handle = cs.handle
+        waited = cs.waited
         for dep in deps:
             dcs = dep.cs
             if dcs is None:
                 continue              # not a GPU task (cannot happen)
-            if cs.waited.get(dcs, 0) >= dep.seq:
+            if waited.get(dcs, 0) >= dep.seq:
                 continue              # an earlier wait already covers it
-            event = dep.event
+            if type(dep) is WarmTask:
+                mark = dep.mark
+                if mark is None:
+                    mark = self._mark_of(dep)
+                    if mark is None:
+                        continue      # nothing recorded (a broken device), or known done
+                event = mark.event
+            else:
+                mark = dep
+                event = dep.event
             if event is None:
-                event = self.event_of(dep)
-                if event is None:
-                    continue          # nothing recorded (a broken device)
+                continue              # nothing recorded (a broken device)
+            # The wait binds to the event's current record, made at ``mark.seq`` of the producer
+            # (records are made under the device lock, which we hold): that is what it covers.
+            covered = mark.seq
             err = self._wait(handle, event, 0)[0]
             if err != self._success:
                 self._fail(self.driver.error("cuStreamWaitEvent", err))
                 continue
-            cs.waited[dcs] = dep.seq
+            waited[dcs] = covered
 
     def event_of(self, task):
         """The event that tells when ``task`` is done, or None if there is none (a broken device,
-        or a task that is done). A warm task (``WarmTask``) not covered by an event yet gets one:
-        the stream's newest event if it is recent enough, else a marker recorded now. Called
-        under the device lock."""
+        or a task that is done). A warm task (``WarmTask``) not covered by an event yet gets one
+        (``_mark_of``). Called under the device lock."""
         if type(task) is not WarmTask:
             return task.event
         mark = task.mark
         if mark is None:
-            if task.settled:
+            mark = self._mark_of(task)
+            if mark is None:
                 return None
-            cs = task.cs
-            mark = cs.evented
-            if mark is None or mark.seq < task.seq or mark.event is None:
-                mark = self._record_marker(cs)
-                if mark is None:
-                    return None
-            task.mark = mark
         return mark.event
+
+    def _mark_of(self, task: WarmTask):
+        """What covers warm ``task`` from now on: the stream's newest task with an event if it is
+        at or after the task, else the stream's own event (``StreamMark``) recorded again now,
+        after everything issued on the stream so far. None: the task is known done, or the
+        device is broken. One event per stream serves every such record: a wait binds to the
+        record current when it is enqueued, and an answer about a later record than the one a
+        task needs can only make somebody wait longer."""
+        if task.settled:
+            return None
+        cs = task.cs
+        mark = cs.evented
+        if mark is None or mark.seq < task.seq or mark.event is None:
+            mark = cs.own_mark
+            if mark is None:
+                try:
+                    event = self.events.get()
+                except CudaError as exc:
+                    self._fail(exc)
+                    return None
+                mark = cs.own_mark = StreamMark(cs, event, self)
+            err = self._record(mark.event, cs.handle)[0]
+            if err != self._success:
+                self._fail(self.driver.error("cuEventRecord", err))
+                return None
+            mark.seq = cs.seq         # after the record: a reader of seq then sees a record at it
+            cs.evented = mark
+        task.mark = mark
+        return mark
 
     def event_of_locked(self, task):
         """``event_of`` from a thread that may not hold the device lock (``WarmTask.wait``)."""
         with self.lock:
             return self.event_of(task)
-
-    def _record_marker(self, cs: _CuStream):
-        """An event on ``cs`` after everything issued on it so far, owned by a task-shaped marker
-        (at the stream's current position) that gives the event back to the pool when garbage."""
-        marker = CudaTask(None, cs.sid, "marker")
-        marker.cs = cs
-        marker.seq = cs.seq
-        marker.executor = self
-        try:
-            event = self.events.get()
-        except CudaError as exc:
-            self._fail(exc)
-            return None
-        err = self._record(event, cs.handle)[0]
-        if err != self._success:
-            self.events.put(event)
-            self._fail(self.driver.error("cuEventRecord", err))
-            return None
-        marker.event = event
-        cs.evented = marker
-        return marker
 
     def _record_checked(self, event, handle) -> None:
         err = self._record(event, handle)[0]

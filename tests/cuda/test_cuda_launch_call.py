@@ -1,0 +1,95 @@
+"""The warm launch's driver call (``backends/cuda/launch_call.py``): what reaches the C entry point.
+
+No GPU is needed: the entry point is a Numba ``cfunc`` with ``cuLaunchKernel``'s (or
+``cuLaunchCooperativeKernel``'s) C prototype that writes the arguments it received into the buffer
+its ``kernelParams`` points to, so each test compares what the C side saw with the values given.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import cfunc, types
+
+from numba_cube.backends.cuda import launch_call
+from numba_cube.backends.cuda.driver import Driver
+
+_U32, _U64, _OUT = types.uint32, types.uint64, types.CPointer(types.uint64)
+
+
+@cfunc(types.int32(_U64, _U32, _U32, _U32, _U32, _U32, _U32, _U32, _U64, _OUT, _U64))
+def _record_launch(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+    params[0], params[1], params[2], params[3], params[4] = f, gx, gy, gz, bx
+    params[5], params[6], params[7], params[8], params[9] = by, bz, shared, stream, extra
+    return 719          # any CUresult: the caller must get it back unchanged
+
+
+@cfunc(types.int32(_U64, _U32, _U32, _U32, _U32, _U32, _U32, _U32, _U64, _OUT))
+def _record_cooperative(f, gx, gy, gz, bx, by, bz, shared, stream, params):
+    params[0], params[1], params[2], params[3], params[4] = f, gx, gy, gz, bx
+    params[5], params[6], params[7], params[8] = by, bz, shared, stream
+    return 0
+
+
+def test_c_launcher_passes_every_argument_at_its_width():
+    """Each of cuLaunchKernel's 11 arguments reaches the C function at its position: the handles
+    as full 64-bit values, the dimensions and shared size as 32-bit unsigned ints, extra as NULL;
+    the CUresult comes back as the call's result, on every call of the same callable."""
+    seen = np.zeros(10, np.uint64)
+    function, stream = 2**40 + 5, 2**50 + 3
+    call = launch_call.c_launcher(_record_launch.address, function, (3, 4, 5), (6, 7, 8), 49152,
+                                  stream, seen.ctypes.data)
+    for _ in range(3):
+        assert call() == 719
+    np.testing.assert_array_equal(seen, [function, 3, 4, 5, 6, 7, 8, 49152, stream, 0])
+
+
+def test_c_launcher_cooperative_takes_no_extra():
+    """A cooperative launch calls a 10-parameter entry point (cuLaunchCooperativeKernel has no
+    ``extra``) with the same values in the same order, and success is 0 (falsy)."""
+    seen = np.zeros(10, np.uint64)
+    call = launch_call.c_launcher(_record_cooperative.address, 77, (2, 1, 1), (64, 2, 1), 0, 99,
+                                  seen.ctypes.data, cooperative=True)
+    assert not call()
+    np.testing.assert_array_equal(seen[:9], [77, 2, 1, 1, 64, 2, 1, 0, 99])
+
+
+class _PythonApi:
+    """A driver api that is not cuda-python's module (what the fake driver is): records calls."""
+
+    class CUresult:
+        CUDA_SUCCESS = 0
+        CUDA_ERROR_NOT_READY = 600
+
+    def __init__(self):
+        self.calls = []
+
+    def cuLaunchKernel(self, *args):
+        self.calls.append(("cuLaunchKernel", args))
+        return (0,)
+
+    def cuLaunchCooperativeKernel(self, *args):
+        self.calls.append(("cuLaunchCooperativeKernel", args))
+        return (0,)
+
+
+def test_driver_launcher_uses_the_api_method_of_a_python_api():
+    """Over an api that is not cuda-python's module, ``Driver.launcher`` calls the api's own
+    method with cuLaunchKernel's argument list (``extra`` 0), or cuLaunchCooperativeKernel's
+    (no ``extra``), and returns its CUresult."""
+    api = _PythonApi()
+    driver = Driver(api)
+    assert driver.launcher("f", (1, 2, 3), (4, 5, 6), 8, "s", 1234)() == 0
+    assert driver.launcher("f", (1, 1, 1), (32, 1, 1), 0, "s", 99, cooperative=True)() == 0
+    assert api.calls == [("cuLaunchKernel", ("f", 1, 2, 3, 4, 5, 6, 8, "s", 1234, 0)),
+                         ("cuLaunchCooperativeKernel", ("f", 1, 1, 1, 32, 1, 1, 0, "s", 99))]
+
+
+def test_error_of_a_plain_int_code_is_named():
+    """A refusal returned as a plain int (the C entry point's CUresult) is described as the
+    enum member of cuda-python's ``CUresult`` with that value."""
+    from cuda.bindings import driver as api
+
+    code = int(api.CUresult.CUDA_ERROR_INVALID_VALUE)
+    err = Driver(api).error("cuLaunchKernel", code)
+    assert err.name == "CUDA_ERROR_INVALID_VALUE"
+    assert "cuLaunchKernel failed: CUDA_ERROR_INVALID_VALUE" in str(err)
