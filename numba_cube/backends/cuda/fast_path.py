@@ -19,7 +19,7 @@ geometry, dynamic shared memory size, options and stream *fires* it:
    - a failure in the ledger on any of its regions (the general path skips or repairs);
    - its stream's CUDA stream recycled (``retired``: it would then serve another stream id);
 3. dependencies: if every buffer is used by this stream only (``HazardTracker.register_solo``)
-   there is nothing to wait for; otherwise the full walk (``register``) names the tasks of other
+   there is nothing to wait for; otherwise the full walk (``register_states``) names the tasks of other
    streams to wait for, and the stream waits for them on the device (``CudaStreams.wait_for``);
 4. the scalars are packed into the packed launch's parameter block and the kernel is launched. No
    event is recorded: the launch's ``WarmTask`` gets one only when somebody must wait for it
@@ -166,7 +166,7 @@ class WarmPath:
                 else:
                     # A buffer another stream still uses: the full walk finds what to wait for,
                     # and the stream waits for it on the device, as the general path does.
-                    deps = hazards.register(task, armed.source.read_mems, armed.source.write_mems)
+                    deps = hazards.register_states(task, armed.read_states, armed.write_states)
                 cs.seq += 1
                 task.seq = cs.seq
                 cs.tail = task
