@@ -307,3 +307,49 @@ def test_a_warm_launch_from_a_thread_without_a_context(client):
     t.start()
     t.join()
     np.testing.assert_array_equal(client.read(x), np.full(N, 3.0))
+
+
+@only("fake", why="counts driver calls of the fake driver")
+def test_one_wait_covers_the_producers_earlier_warm_launches(client, fake_api):
+    """A consumer stream that waited for the first of two warm launches of the producer waited on
+    a record made after both (warm launches are recorded only when waited for), so it does not
+    wait again for the second, and reads the bytes both wrote."""
+    x, y = client.create(np.zeros(N)), client.create(np.zeros(N))
+    out_x, out_y = client.create(np.zeros(N)), client.create(np.zeros(N))
+    producer = client.set_stream(cube.StreamId.new())
+    consumer = client.set_stream(cube.StreamId.new())
+    arm(producer, slow_fill, x, 1.0, SPIN)
+    arm(producer, slow_fill, y, 1.0, SPIN)
+    before = warm_count(client)
+    producer.launch(slow_fill, 1, TPB, x, 3.0, SPIN)
+    producer.launch(slow_fill, 1, TPB, y, 4.0, SPIN)
+    assert warm_count(client) - before == 2
+    waits = fake_api.calls["cuStreamWaitEvent"]
+    consumer.launch(copy_into, 1, TPB, x, out_x)        # waits on a record after both launches
+    assert fake_api.calls["cuStreamWaitEvent"] == waits + 1
+    consumer.launch(copy_into, 1, TPB, y, out_y)        # covered by that wait already
+    assert fake_api.calls["cuStreamWaitEvent"] == waits + 1
+    np.testing.assert_array_equal(client.read(out_x), np.full(N, 3.0))
+    np.testing.assert_array_equal(client.read(out_y), np.full(N, 4.0))
+
+
+def test_work_issued_after_a_wait_is_waited_for_again(client):
+    """The skip of a covered wait never covers later work: the producer's warm launch issued
+    after the consumer's first wait is waited for by the consumer's next read, although the
+    producer's one reusable event is recorded again for it; a host read of the first launch's
+    buffer, whose event was recorded again meanwhile, still sees its bytes."""
+    x, y = client.create(np.zeros(N)), client.create(np.zeros(N))
+    out = client.create(np.zeros(N))
+    producer = client.set_stream(cube.StreamId.new())
+    consumer = client.set_stream(cube.StreamId.new())
+    arm(producer, slow_fill, x, 1.0, SPIN)
+    arm(producer, slow_fill, y, 1.0, SPIN)
+    producer.launch(slow_fill, 1, TPB, y, 2.0, SPIN)
+    consumer.launch(copy_into, 1, TPB, y, out)          # waits for the producer
+    producer.launch(slow_fill, 1, TPB, y, 5.0, SPIN)    # warm, after the consumer's read of y
+    producer.launch(slow_fill, 1, TPB, x, 6.0, SPIN)    # warm
+    consumer.launch(add_into, 1, TPB, y, out)           # must wait again: 2 + 5
+    np.testing.assert_array_equal(client.read(out), np.full(N, 7.0))
+    consumer.launch(copy_into, 1, TPB, x, out)
+    np.testing.assert_array_equal(client.read(out), np.full(N, 6.0))
+    np.testing.assert_array_equal(client.read(x), np.full(N, 6.0))
