@@ -133,14 +133,14 @@ class Driver:
         from . import launch_call
 
         name = "cuLaunchCooperativeKernel" if cooperative else "cuLaunchKernel"
-        entry = self._c_entry_point(name)
+        entry = self.c_entry_point(name)
         if entry:
             return launch_call.c_launcher(entry, int(function), grid, block, shared_bytes, int(stream),
                                           params, cooperative)
         return launch_call.api_launcher(getattr(self.api, name), function, grid, block, shared_bytes,
                                         stream, params, cooperative)
 
-    def _c_entry_point(self, name: str) -> int:
+    def c_entry_point(self, name: str) -> int:
         """The address of libcuda's ``name`` in this process, or 0 where it is not to be called
         directly: an api that is not cuda-python's module (a fake stands in for the driver), or no
         libcuda that ``ctypes`` can open (it opens the library cuda-python loaded: same soname)."""

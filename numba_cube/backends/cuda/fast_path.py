@@ -236,6 +236,11 @@ class WarmPath:
                 else:
                     del self._armed[key]
 
+    def armed_for(self, kernel) -> list:
+        """The launches armed for ``kernel``, newest first (what ``benchmarks/bench_cuda.py``
+        reaches to time the driver call of an entry one way and another)."""
+        return list(self._armed.get(kernel, ()))
+
     def armed_count(self) -> int:
         """How many launches are armed (for ``server.cache_sizes()``)."""
         return sum(map(len, self._armed.values()))
