@@ -19,7 +19,8 @@ geometry, dynamic shared memory size, options and stream *fires* it:
    - a failure in the ledger on any of its regions (the general path skips or repairs);
    - its stream's CUDA stream recycled (``retired``: it would then serve another stream id);
 3. dependencies: if every buffer is used by this stream only (``HazardTracker.register_solo``)
-   there is nothing to wait for; otherwise the full walk (``register_states``) names the tasks of other
+   there is nothing to wait for; otherwise (or straight away when the entry's last launch had to
+   wait) the full walk (``register_states``) names the tasks of other
    streams to wait for, and the stream waits for them on the device (``CudaStreams.wait_for``);
 4. the scalars are packed into the packed launch's parameter block and the kernel is launched. No
    event is recorded: the launch's ``WarmTask`` gets one only when somebody must wait for it
@@ -70,7 +71,7 @@ class WarmLaunch:
 
     __slots__ = ("count", "dim", "grid", "block", "match", "matcher", "stream", "options", "cs",
                  "source", "packed", "fire", "read_states", "write_states", "regions",
-                 "kernel_id", "shared_bytes")
+                 "kernel_id", "shared_bytes", "crossed")
 
     def __init__(self, count, dim, grid, block, match, stream, options, cs, bound, read_states,
                  write_states, kernel_id, shared_bytes=0):
@@ -95,6 +96,7 @@ class WarmLaunch:
         self.write_states = write_states
         self.regions = bound.reads + bound.writes   # what the ledger is asked about, per launch
         self.kernel_id = kernel_id
+        self.crossed = False            # its last launch waited for another stream (see fast_launch)
 
 
 class WarmPath:
@@ -161,12 +163,15 @@ class WarmPath:
                 cs = armed.cs
                 task = WarmTask(armed.stream, cs, streams, next(self._task_ids))
                 hazards = self._hazards
-                if hazards.register_solo(task, armed.read_states, armed.write_states):
+                if not armed.crossed and hazards.register_solo(task, armed.read_states, armed.write_states):
                     deps = None
                 else:
                     # A buffer another stream still uses: the full walk finds what to wait for,
-                    # and the stream waits for it on the device, as the general path does.
+                    # and the stream waits for it on the device, as the general path does. An
+                    # entry whose last launch needed it goes there straight away (a chain that
+                    # alternates streams always does; register_solo would only say no first).
                     deps = hazards.register_states(task, armed.read_states, armed.write_states)
+                    armed.crossed = bool(deps)
                 cs.seq += 1
                 task.seq = cs.seq
                 cs.tail = task
