@@ -311,3 +311,29 @@ def test_register_states_agrees_with_the_full_walk(steps):
         for m in set(reads) | set(writes):
             assert warm.writer_of(m) is full.writer_of(m)
             assert ids(warm.users_of(m)) == ids(full.users_of(m))
+
+
+@settings(max_examples=300, deadline=None)
+@given(steps=st.lists(_step, min_size=1, max_size=30), solo_first=st.lists(st.booleans(), min_size=30))
+def test_register_states_without_register_solo_agrees_with_the_full_walk(steps, solo_first):
+    """Property: register_states is right on its own, also where register_solo would have
+    accepted (the warm path skips register_solo for an entry whose last launch had to wait): the
+    same dependencies as the full walk, the same writers and live users after."""
+    warm, full = HazardTracker(), HazardTracker()
+    tasks = []
+    for (stream, reads, writes, finish), try_solo in zip(steps, solo_first):
+        for k in finish:
+            if k < len(tasks):
+                tasks[k].done = True
+        t = FakeTask(stream)
+        tasks.append(t)
+        read_only = [m for m in reads if m not in writes]
+        deps_full = full.register(t, reads, writes)
+        rs, ws = warm.states(read_only), warm.states(list(dict.fromkeys(writes)))
+        if try_solo and warm.register_solo(t, rs, ws):
+            assert deps_full == []
+        else:
+            assert ids(warm.register_states(t, rs, ws)) == ids(deps_full)
+        for m in set(reads) | set(writes):
+            assert warm.writer_of(m) is full.writer_of(m)
+            assert ids(warm.users_of(m)) == ids(full.users_of(m))
