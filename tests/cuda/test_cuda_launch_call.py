@@ -93,3 +93,54 @@ def test_error_of_a_plain_int_code_is_named():
     err = Driver(api).error("cuLaunchKernel", code)
     assert err.name == "CUDA_ERROR_INVALID_VALUE"
     assert "cuLaunchKernel failed: CUDA_ERROR_INVALID_VALUE" in str(err)
+
+
+# A stream waiter's entry points: the "event" handle they are given is the address of a buffer in
+# which they note what they saw: [record's stream, records, wait's stream, wait's flags, waits,
+# call order (1: record, 2: wait, as decimal digits), record's result, wait's result].
+@cfunc(types.int32(_OUT, _U64))
+def _record_event(event, stream):
+    event[0] = stream
+    event[1] += 1
+    event[5] = event[5] * 10 + 1
+    return event[6]
+
+
+@cfunc(types.int32(_U64, _OUT, _U32))
+def _wait_event(stream, event, flags):
+    event[2] = stream
+    event[3] = flags
+    event[4] += 1
+    event[5] = event[5] * 10 + 2
+    return event[7]
+
+
+def _waiter(seen):
+    return launch_call.c_stream_waiter(_record_event.address, _wait_event.address, seen.ctypes.data,
+                                       2**45 + 1, 2**46 + 2)
+
+
+def test_stream_waiter_records_on_the_producer_then_waits_on_the_consumer():
+    """``record_and_wait`` records the event on the producer stream, then makes the consumer
+    stream wait on it with flags 0, in that order, and returns 0; ``wait`` alone only waits."""
+    seen = np.zeros(8, np.uint64)
+    record_and_wait, wait = _waiter(seen)
+    assert record_and_wait() == 0
+    np.testing.assert_array_equal(seen[:6], [2**45 + 1, 1, 2**46 + 2, 0, 1, 12])
+    assert wait() == 0
+    np.testing.assert_array_equal(seen[[1, 4, 5]], [1, 2, 122])
+
+
+def test_stream_waiter_reports_which_call_failed():
+    """A failed record is returned as its CUresult and nothing waits; a failed wait comes back
+    shifted, and ``failed_call`` names the call and the code either way."""
+    seen = np.zeros(8, np.uint64)
+    record_and_wait, wait = _waiter(seen)
+    seen[6] = 700
+    err = record_and_wait()
+    assert err == 700 and seen[4] == 0
+    assert launch_call.failed_call(err) == ("cuEventRecord", 700)
+    seen[6], seen[7] = 0, 400
+    err = wait()
+    assert launch_call.failed_call(err) == ("cuStreamWaitEvent", 400)
+    assert launch_call.failed_call(record_and_wait()) == ("cuStreamWaitEvent", 400)

@@ -21,10 +21,8 @@ else is checked here.
 
 from __future__ import annotations
 
-import ctypes
 import sys
 import threading
-import types
 
 __all__ = ["CudaError", "Driver", "load_api", "STICKY_ERRORS"]
 
@@ -140,21 +138,24 @@ class Driver:
         return launch_call.api_launcher(getattr(self.api, name), function, grid, block, shared_bytes,
                                         stream, params, cooperative)
 
+    def stream_waiter(self, event, producer, consumer):
+        """``(record_and_wait, wait)`` for one producer stream's event and one consumer stream
+        (``launch_call.c_stream_waiter``, or its Python form over the api)."""
+        from . import launch_call
+
+        record, wait = self.c_entry_point("cuEventRecord"), self.c_entry_point("cuStreamWaitEvent")
+        if record and wait:
+            return launch_call.c_stream_waiter(record, wait, int(event), int(producer), int(consumer))
+        return launch_call.api_stream_waiter(self.api, event, producer, consumer)
+
     def c_entry_point(self, name: str) -> int:
-        """The address of libcuda's ``name`` in this process, or 0 where it is not to be called
-        directly: an api that is not cuda-python's module (a fake stands in for the driver), or no
-        libcuda that ``ctypes`` can open (it opens the library cuda-python loaded: same soname)."""
+        """The address of libcuda's ``name`` in this process, or 0 where the api's method is to be
+        used instead (``launch_call.c_entry_points``)."""
         with self._lock:
             if self._entry_points is None:
-                self._entry_points = {}
-                if isinstance(self.api, types.ModuleType):
-                    try:
-                        lib = ctypes.CDLL("nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1")
-                        for symbol in ("cuLaunchKernel", "cuLaunchCooperativeKernel"):
-                            self._entry_points[symbol] = ctypes.cast(getattr(lib, symbol),
-                                                                     ctypes.c_void_p).value or 0
-                    except (OSError, AttributeError):
-                        self._entry_points = {}
+                from . import launch_call
+
+                self._entry_points = launch_call.c_entry_points(self.api)
             return self._entry_points.get(name, 0)
 
     # -- errors -----------------------------------------------------------------------------------

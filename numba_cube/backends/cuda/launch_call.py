@@ -28,15 +28,25 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import sys
+import types as types_module
 
 from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-__all__ = ["c_launcher", "api_launcher", "BLOCK_WORDS"]
+__all__ = ["c_launcher", "api_launcher", "c_stream_waiter", "api_stream_waiter", "c_entry_points",
+           "failed_call", "BLOCK_WORDS", "WAIT_SHIFT"]
 
 #: 64-bit words of a launch block (see the module docstring).
 BLOCK_WORDS = 12
+
+#: A stream waiter's result: the ``cuEventRecord`` CUresult in the low bits, or the
+#: ``cuStreamWaitEvent`` one shifted by this much (CUresult values are below 2**16).
+WAIT_SHIFT = 16
+
+#: The libcuda symbols the trampolines call.
+C_SYMBOLS = ("cuLaunchKernel", "cuLaunchCooperativeKernel", "cuEventRecord", "cuStreamWaitEvent")
 
 _I64, _I32 = ir.IntType(64), ir.IntType(32)
 
@@ -55,6 +65,36 @@ def _call_codegen(nparams: int):
         values = [v if w is _I64 else builder.trunc(v, _I32) for v, w in zip(loaded[1:], widths)]
         return builder.call(entry, values)
     return codegen
+
+
+def _pair_codegen(entry_word: int, arg_words: tuple, widths: tuple):
+    """Code that calls the function at word ``entry_word`` of a stream-pair block with the words
+    ``arg_words`` (``widths``: 64 for a handle, 32 for the unsigned flags, which are 0)."""
+    types_ = [_I64 if w == 64 else _I32 for w in widths]
+    prototype = ir.FunctionType(_I32, types_)
+
+    def codegen(context, builder, signature, args):
+        words = builder.inttoptr(args[0], _I64.as_pointer())
+
+        def word(k):
+            return builder.load(builder.gep(words, [ir.Constant(_I32, k)]))
+        entry = builder.inttoptr(word(entry_word), prototype.as_pointer())
+        values = [word(k) if t is _I64 else ir.Constant(_I32, 0) for k, t in zip(arg_words, types_)]
+        return builder.call(entry, values)
+    return codegen
+
+
+# A stream-pair block: [cuEventRecord, cuStreamWaitEvent, event, producer stream, consumer stream].
+@intrinsic
+def _call_record(typingctx, address):
+    # cuEventRecord(hEvent, hStream): the producer's event, on the producer's stream
+    return types.int32(types.int64), _pair_codegen(0, (2, 3), (64, 64))
+
+
+@intrinsic
+def _call_wait(typingctx, address):
+    # cuStreamWaitEvent(hStream, hEvent, Flags): the consumer waits on that event, flags 0
+    return types.int32(types.int64), _pair_codegen(1, (4, 2, 0), (64, 64, 32))
 
 
 @intrinsic
@@ -77,6 +117,19 @@ def _launch_from_block(address):
 @njit(types.int32(types.int64), nogil=True, cache=True)
 def _cooperative_from_block(address):
     return _call_cooperative(address)
+
+
+@njit(types.int32(types.int64), nogil=True, cache=True)
+def _record_and_wait_from_block(address):
+    err = _call_record(address)
+    if err != 0:
+        return err
+    return _call_wait(address) << WAIT_SHIFT
+
+
+@njit(types.int32(types.int64), nogil=True, cache=True)
+def _wait_from_block(address):
+    return _call_wait(address) << WAIT_SHIFT
 
 
 def c_launcher(entry_point: int, function: int, grid, block, shared_bytes: int, stream: int,
@@ -105,3 +158,54 @@ def api_launcher(launch, function, grid, block, shared_bytes: int, stream, param
     def call():
         return launch(*args)[0]
     return call
+
+
+def c_stream_waiter(record_entry: int, wait_entry: int, event: int, producer: int, consumer: int):
+    """``(record_and_wait, wait)``: zero-argument callables over one block that make stream
+    ``consumer`` wait for ``event``, the first after recording ``event`` on stream ``producer``
+    (libcuda's ``cuEventRecord`` at ``record_entry``, ``cuStreamWaitEvent`` at ``wait_entry``).
+    Each returns 0, a failed record's CUresult, or a failed wait's shifted by ``WAIT_SHIFT``
+    (the record was made then). The caller keeps the event and streams alive."""
+    words = (ctypes.c_uint64 * 5)(record_entry, wait_entry, event, producer, consumer)
+    address = ctypes.addressof(words)
+    record_and_wait = functools.partial(_record_and_wait_from_block, address)
+    wait = functools.partial(_wait_from_block, address)
+    record_and_wait.words = wait.words = words
+    return record_and_wait, wait
+
+
+def api_stream_waiter(api, event, producer, consumer):
+    """The same pair over the api's Python methods (cuda-python's, or a fake driver's)."""
+    record, wait_event = api.cuEventRecord, api.cuStreamWaitEvent
+
+    def record_and_wait():
+        err = record(event, producer)[0]
+        if err:
+            return err
+        return int(wait_event(consumer, event, 0)[0]) << WAIT_SHIFT
+
+    def wait():
+        return int(wait_event(consumer, event, 0)[0]) << WAIT_SHIFT
+    return record_and_wait, wait
+
+
+def c_entry_points(api) -> dict:
+    """Symbol -> address of libcuda's ``C_SYMBOLS`` in this process, or {} where they are not to
+    be called directly: an api that is not cuda-python's module (a fake stands in for the
+    driver), or no libcuda that ``ctypes`` can open (it opens the library cuda-python loaded,
+    by the same soname)."""
+    if not isinstance(api, types_module.ModuleType):
+        return {}
+    try:
+        lib = ctypes.CDLL("nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1")
+        return {symbol: ctypes.cast(getattr(lib, symbol), ctypes.c_void_p).value or 0
+                for symbol in C_SYMBOLS}
+    except (OSError, AttributeError):
+        return {}
+
+
+def failed_call(err: int) -> tuple:
+    """``(call, CUresult)`` of a stream waiter's nonzero result (see ``c_stream_waiter``)."""
+    if err >> WAIT_SHIFT:
+        return "cuStreamWaitEvent", err >> WAIT_SHIFT
+    return "cuEventRecord", err
