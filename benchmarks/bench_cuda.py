@@ -11,7 +11,9 @@ Sections (each prints its table; a section that fails prints why and the others 
 1b. **Launch floor** (``launch_floor``): the warm launch's driver call five ways in one process:
    cuda-python's ``cuLaunchKernel``, libcuda's symbol through ctypes with argtypes and with
    pre-built ctypes arguments, the Numba-compiled trampoline of ``backends/cuda/launch_call.py``,
-   and the whole warm launch with its driver call through the trampoline vs through cuda-python.
+   and the whole warm launch with its driver call through the trampoline vs through cuda-python;
+   and a cross-stream wait (``cuEventRecord`` + ``cuStreamWaitEvent``) through cuda-python vs
+   the one compiled call of ``Driver.stream_waiter``.
 2. **Dependent launches across two streams**: a chain of launches, each reading the previous
    one's output, on one stream vs alternating between two (each launch then waits on the other
    stream's event): the added host cost per dependent launch.
@@ -301,6 +303,17 @@ def launch_floor():
         cases["ctypes_prebuilt"] = (lambda: untyped(*prebuilt), sync)
         trampoline = launch_call.c_launcher(entry_point, f_int, (1, 1, 1), (32, 1, 1), 0, s_int, addr)
         cases["njit_trampoline"] = (trampoline, sync)
+    # A cross-stream wait: record an event on one stream, wait on it from another.
+    s_producer = server.streams.stream(cube.StreamId.new())
+    s_consumer = server.streams.stream(cube.StreamId.new())
+    pair_event = server.streams.events.get()
+    p_handle, c_handle = s_producer.handle, s_consumer.handle
+
+    def record_wait_cuda_python():
+        api.cuEventRecord(pair_event, p_handle)
+        api.cuStreamWaitEvent(c_handle, pair_event, 0)
+    cases["record_wait_cuda_python"] = (record_wait_cuda_python, sync)
+    cases["record_wait_ours"] = (driver.stream_waiter(pair_event, p_handle, c_handle)[0], sync)
     t_ = interleaved_host_time(cases, N_LAUNCH)
     t = Table("1b. launch floor: the driver call of a warm launch (us per launch)")
     t.row("warm launch: trampoline vs cuda-python driver call", t_["ours"], t_["ours_cuda_python"], "cuda-python call")
@@ -308,6 +321,9 @@ def launch_floor():
     for name in ("ctypes_typed", "ctypes_prebuilt", "njit_trampoline"):
         if name in t_:
             t.row(f"  {name} vs raw cuda-python cuLaunchKernel", t_[name], t_["cuda_python"], "cuda-python")
+    t.row("cross-stream record + wait: ours vs cuda-python", t_["record_wait_ours"],
+          t_["record_wait_cuda_python"], "cuda-python")
+    server.streams.events.put(pair_event)
     RESULTS["launch_floor"] = {f"{k}_us": v * 1e6 for k, v in t_.items()}
     parts = " | ".join(f"{k} {v * 1e6:.2f} us" for k, v in t_.items())
     SUMMARY.append(f"launch floor: {parts} | goal: warm launch <= 5.0 us and <= 1.25x cuda-python "

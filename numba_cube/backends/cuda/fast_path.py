@@ -27,8 +27,10 @@ geometry, dynamic shared memory size, options and stream *fires* it:
    (``tasks.WarmTask``), which a loop of launches on one stream never needs. The current
    context is not checked first either (see the comment at the launch).
 
-Measured (``benchmarks/bench_cuda.py``, H200): 6.8-7.3 us per warm launch, of which ~2.7 us
-are this module and the client's gates, the rest the driver; numba-cuda takes 28-45 us.
+Measured (``benchmarks/bench_cuda.py``, H200, before issue 18): 6.8-7.3 us per warm launch, of
+which ~2.7 us were this module and the client's gates, the rest the driver call through
+cuda-python; numba-cuda takes 28-45 us. The driver call is now one call of a compiled trampoline
+(``launch_call.py``; the ``launch_floor`` section of the benchmark compares the two).
 
 What the warm path leaves out, and why that is the same contract:
 
