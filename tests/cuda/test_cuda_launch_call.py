@@ -144,3 +144,50 @@ def test_stream_waiter_reports_which_call_failed():
     err = wait()
     assert launch_call.failed_call(err) == ("cuStreamWaitEvent", 400)
     assert launch_call.failed_call(record_and_wait()) == ("cuStreamWaitEvent", 400)
+
+
+def test_warming_switches_to_the_compiled_call_once():
+    """``warming`` calls the Python form; at its ``after``-th call it compiles the replacement
+    once and installs it (the holder calls that from then on); the pair form counts its two
+    calls together."""
+    made, installed, calls = [], [], []
+
+    def compile_call():
+        made.append(1)
+        return "compiled"
+    call = launch_call.warming(lambda: calls.append(1) or 0, compile_call, installed.append, after=3)
+    for _ in range(5):
+        assert call() == 0
+    assert (len(calls), made, installed) == (5, [1], ["compiled"])
+    pair_installed = []
+    record_and_wait, wait = launch_call.warming_pair((lambda: 1, lambda: 2), lambda: "pair",
+                                                     pair_installed.append, after=2)
+    assert (record_and_wait(), pair_installed) == (1, [])
+    assert (wait(), pair_installed) == (2, ["pair"])
+
+
+class _DriverWithEntryPoints(Driver):
+    """A driver whose libcuda entry points are the recording cfuncs above (no GPU here)."""
+
+    ENTRY_POINTS = {"cuLaunchKernel": _record_launch.address, "cuEventRecord": _record_event.address,
+                    "cuStreamWaitEvent": _wait_event.address}
+
+    def c_entry_point(self, name: str) -> int:
+        return self.ENTRY_POINTS.get(name, 0)
+
+
+def test_driver_launcher_goes_through_the_api_then_the_entry_point():
+    """With entry points, ``Driver.launcher(install=...)`` launches through the api's method for
+    its first ``COMPILE_AFTER`` calls and then hands ``install`` the compiled call of the entry
+    point, with the same arguments; without ``install`` the compiled call comes at once."""
+    api = _PythonApi()
+    driver = _DriverWithEntryPoints(api)
+    seen = np.zeros(10, np.uint64)
+    installed = []
+    call = driver.launcher(41, (2, 1, 1), (64, 1, 1), 0, 43, seen.ctypes.data, install=installed.append)
+    for _ in range(launch_call.COMPILE_AFTER):
+        assert not call()
+    assert len(api.calls) == launch_call.COMPILE_AFTER and len(installed) == 1
+    assert installed[0]() == 719
+    np.testing.assert_array_equal(seen, [41, 2, 1, 1, 64, 1, 1, 0, 43, 0])
+    assert driver.launcher(41, (1, 1, 1), (1, 1, 1), 0, 43, seen.ctypes.data)() == 719

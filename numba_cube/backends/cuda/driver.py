@@ -122,31 +122,40 @@ class Driver:
 
     # -- the warm launch's call -------------------------------------------------------------------
     def launcher(self, function, grid, block, shared_bytes: int, stream, params: int,
-                 cooperative: bool = False):
+                 cooperative: bool = False, install=None):
         """A zero-argument callable that launches ``function`` with these fixed arguments and
-        returns the ``CUresult`` (falsy on success): libcuda's entry point through a compiled
-        trampoline where there is one (``launch_call.c_launcher``), else the api's Python method
-        (a fake driver, or a libcuda that ``ctypes`` cannot open). The caller keeps ``function``,
-        ``stream`` and the parameter block at ``params`` alive as long as the callable."""
+        returns the ``CUresult`` (falsy on success): the api's Python method, or where libcuda's
+        entry point can be called directly, its compiled trampoline (``launch_call.py``), at once
+        or, given ``install``, after the Python form's first ``launch_call.COMPILE_AFTER`` calls
+        (``install`` then receives it). The caller keeps ``function``, ``stream`` and the
+        parameter block at ``params`` alive as long as the callable."""
         from . import launch_call
 
         name = "cuLaunchCooperativeKernel" if cooperative else "cuLaunchKernel"
+        python_call = launch_call.api_launcher(getattr(self.api, name), function, grid, block,
+                                               shared_bytes, stream, params, cooperative)
         entry = self.c_entry_point(name)
-        if entry:
+        if not entry:
+            return python_call
+
+        def compiled():
             return launch_call.c_launcher(entry, int(function), grid, block, shared_bytes, int(stream),
                                           params, cooperative)
-        return launch_call.api_launcher(getattr(self.api, name), function, grid, block, shared_bytes,
-                                        stream, params, cooperative)
+        return compiled() if install is None else launch_call.warming(python_call, compiled, install)
 
-    def stream_waiter(self, event, producer, consumer):
+    def stream_waiter(self, event, producer, consumer, install=None):
         """``(record_and_wait, wait)`` for one producer stream's event and one consumer stream
-        (``launch_call.c_stream_waiter``, or its Python form over the api)."""
+        (``launch_call.c_stream_waiter``), compiled as ``launcher`` is."""
         from . import launch_call
 
+        python_pair = launch_call.api_stream_waiter(self.api, event, producer, consumer)
         record, wait = self.c_entry_point("cuEventRecord"), self.c_entry_point("cuStreamWaitEvent")
-        if record and wait:
+        if not (record and wait):
+            return python_pair
+
+        def compiled():
             return launch_call.c_stream_waiter(record, wait, int(event), int(producer), int(consumer))
-        return launch_call.api_stream_waiter(self.api, event, producer, consumer)
+        return compiled() if install is None else launch_call.warming_pair(python_pair, compiled, install)
 
     def c_entry_point(self, name: str) -> int:
         """The address of libcuda's ``name`` in this process, or 0 where the api's method is to be

@@ -58,6 +58,8 @@ of the server's: the client calls ``WarmPath.fast_launch`` itself (``DeviceServe
 
 from __future__ import annotations
 
+import weakref
+
 from ...runtime.ledger import failed_writing
 from ...runtime.warm_match import PLAIN_GEOMETRY, match_of, matcher
 from .tasks import WarmTask
@@ -73,7 +75,7 @@ class WarmLaunch:
 
     __slots__ = ("count", "dim", "grid", "block", "match", "matcher", "stream", "options", "cs",
                  "source", "packed", "fire", "read_states", "write_states", "regions",
-                 "kernel_id", "shared_bytes", "crossed")
+                 "kernel_id", "shared_bytes", "crossed", "__weakref__")
 
     def __init__(self, count, dim, grid, block, match, stream, options, cs, bound, read_states,
                  write_states, kernel_id, shared_bytes=0):
@@ -92,13 +94,28 @@ class WarmLaunch:
         # another entry (the general path armed this one after opting the function in to it).
         self.shared_bytes = shared_bytes
         # The driver call with all of cuLaunchKernel's arguments fixed for the entry (the stream
-        # is ``cs``, checked per launch): one call of a compiled trampoline on a GPU (launch_call.py).
-        self.fire = bound.packed.launcher(grid, block, shared_bytes, cs.handle)
+        # is ``cs``, checked per launch): on a GPU one call of a compiled trampoline
+        # (launch_call.py) once the entry has fired a few times, cuda-python's before.
+        self.fire = bound.packed.launcher(grid, block, shared_bytes, cs.handle, _fire_installer(self))
         self.read_states = read_states  # hazard states of the buffers only read
         self.write_states = write_states
         self.regions = bound.reads + bound.writes   # what the ledger is asked about, per launch
         self.kernel_id = kernel_id
         self.crossed = False            # its last launch waited for another stream (see fast_launch)
+
+
+
+
+def _fire_installer(entry: WarmLaunch):
+    """What ``Driver.launcher`` hands the compiled driver call to: it replaces ``entry.fire``.
+    Weak, so that the first call (which holds it) does not keep a dropped entry alive."""
+    entry_ref = weakref.ref(entry)
+
+    def install(fire) -> None:
+        alive = entry_ref()
+        if alive is not None:
+            alive.fire = fire
+    return install
 
 
 class WarmPath:

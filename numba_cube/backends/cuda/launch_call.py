@@ -15,9 +15,9 @@ sharedMemBytes, hStream, kernelParams, extra]``, each a 64-bit word; the unsigne
 truncated to 32 bits as the C prototype takes them. A cooperative launch uses the same block and
 ``cuLaunchCooperativeKernel``, which takes no ``extra``.
 
-The trampolines are compiled when this module is imported (on the first warm launch: ``driver.py``
-imports it then) and cached on disk by Numba (``cache=True``), so they cost a compilation once,
-a cache load once per process. It releases the GIL around the driver
+Each trampoline is compiled on its first use (the first warm launch, the first cross-stream wait
+of a warm task) and cached on disk by Numba (``cache=True``), so it costs a compilation once, a
+cache load once per process. It releases the GIL around the driver
 call (``nogil``), as cuda-python does: a launch into a full queue may block in the driver.
 
 ``Driver.launcher`` (``driver.py``) decides whether the C entry points are usable (a real driver that ``ctypes`` can open), else it
@@ -36,7 +36,8 @@ from numba import njit, types
 from numba.extending import intrinsic
 
 __all__ = ["c_launcher", "api_launcher", "c_stream_waiter", "api_stream_waiter", "c_entry_points",
-           "failed_call", "BLOCK_WORDS", "WAIT_SHIFT"]
+           "failed_call", "warming", "warming_pair",
+           "BLOCK_WORDS", "WAIT_SHIFT", "COMPILE_AFTER"]
 
 #: 64-bit words of a launch block (see the module docstring).
 BLOCK_WORDS = 12
@@ -44,6 +45,11 @@ BLOCK_WORDS = 12
 #: A stream waiter's result: the ``cuEventRecord`` CUresult in the low bits, or the
 #: ``cuStreamWaitEvent`` one shifted by this much (CUresult values are below 2**16).
 WAIT_SHIFT = 16
+
+#: Calls of a warm call's Python form (cuda-python) before its trampoline replaces it: loading
+#: even a cached trampoline starts Numba's CPU target in a process that has not (~0.25 s, once),
+#: which a short program must not pay for ~0.5 us per launch; a hot launch pays it once.
+COMPILE_AFTER = 1000
 
 #: The libcuda symbols the trampolines call.
 C_SYMBOLS = ("cuLaunchKernel", "cuLaunchCooperativeKernel", "cuEventRecord", "cuStreamWaitEvent")
@@ -107,19 +113,35 @@ def _call_cooperative(typingctx, address):
     return types.int32(types.int64), _call_codegen(10)
 
 
+def _compiled(py_func):
+    """``py_func`` compiled for one int64 (a block's address) -> int32 (a CUresult), releasing
+    the GIL, cached on disk; compiled per process where Numba finds no writable cache directory
+    (a read-only install without a user cache), rather than failing the launch. Each is compiled
+    (or loaded from the cache) on first use: a process that never waits across streams never
+    loads the waits'."""
+    fn = _COMPILED.get(py_func)
+    if fn is None:
+        try:
+            fn = njit(types.int32(types.int64), nogil=True, cache=True)(py_func)
+        except RuntimeError:
+            fn = njit(types.int32(types.int64), nogil=True)(py_func)
+        _COMPILED[py_func] = fn
+    return fn
+
+
+_COMPILED: dict = {}
+
+
 # Module-level functions without closures, so that Numba's disk cache finds them again in the
 # next process (a closure's cell contents are part of the cache key).
-@njit(types.int32(types.int64), nogil=True, cache=True)
 def _launch_from_block(address):
     return _call_launch(address)
 
 
-@njit(types.int32(types.int64), nogil=True, cache=True)
 def _cooperative_from_block(address):
     return _call_cooperative(address)
 
 
-@njit(types.int32(types.int64), nogil=True, cache=True)
 def _record_and_wait_from_block(address):
     err = _call_record(address)
     if err != 0:
@@ -127,7 +149,6 @@ def _record_and_wait_from_block(address):
     return _call_wait(address) << WAIT_SHIFT
 
 
-@njit(types.int32(types.int64), nogil=True, cache=True)
 def _wait_from_block(address):
     return _call_wait(address) << WAIT_SHIFT
 
@@ -140,7 +161,7 @@ def c_launcher(entry_point: int, function: int, grid, block, shared_bytes: int, 
     their integer values; the caller keeps the objects they name alive."""
     words = (ctypes.c_uint64 * BLOCK_WORDS)(entry_point, function, *grid, *block, shared_bytes,
                                              stream, params, 0)
-    trampoline = _cooperative_from_block if cooperative else _launch_from_block
+    trampoline = _compiled(_cooperative_from_block if cooperative else _launch_from_block)
     call = functools.partial(trampoline, ctypes.addressof(words))
     call.words = words        # a partial has a __dict__: the block lives as long as the call
     return call
@@ -168,8 +189,8 @@ def c_stream_waiter(record_entry: int, wait_entry: int, event: int, producer: in
     (the record was made then). The caller keeps the event and streams alive."""
     words = (ctypes.c_uint64 * 5)(record_entry, wait_entry, event, producer, consumer)
     address = ctypes.addressof(words)
-    record_and_wait = functools.partial(_record_and_wait_from_block, address)
-    wait = functools.partial(_wait_from_block, address)
+    record_and_wait = functools.partial(_compiled(_record_and_wait_from_block), address)
+    wait = functools.partial(_compiled(_wait_from_block), address)
     record_and_wait.words = wait.words = words
     return record_and_wait, wait
 
@@ -209,3 +230,32 @@ def failed_call(err: int) -> tuple:
     if err >> WAIT_SHIFT:
         return "cuStreamWaitEvent", err >> WAIT_SHIFT
     return "cuEventRecord", err
+
+
+def warming(python_call, compile_call, install, after: int = COMPILE_AFTER):
+    """``python_call`` that, at its ``after``-th call, compiles its replacement
+    (``compile_call()``) and hands it to ``install``, whose holder then calls that instead."""
+    calls = 0
+
+    def call():
+        nonlocal calls
+        calls += 1
+        if calls == after:
+            install(compile_call())
+        return python_call()
+    return call
+
+
+def warming_pair(python_pair, compile_pair, install, after: int = COMPILE_AFTER):
+    """``warming`` for a stream waiter's pair: the two calls count together."""
+    calls = 0
+
+    def counted(fn):
+        def call():
+            nonlocal calls
+            calls += 1
+            if calls == after:
+                install(compile_pair())
+            return fn()
+        return call
+    return counted(python_pair[0]), counted(python_pair[1])

@@ -242,7 +242,10 @@ class CudaStreams:
         if pair is None:
             if len(cs.waiters) >= STREAM_POOL_LIMIT:
                 cs.waiters.clear()
-            pair = cs.waiters[dcs] = self.driver.stream_waiter(dcs.own_mark.event, dcs.handle, cs.handle)
+            def install(compiled):
+                cs.waiters[dcs] = compiled
+            pair = cs.waiters[dcs] = self.driver.stream_waiter(dcs.own_mark.event, dcs.handle, cs.handle,
+                                                               install)
         return pair
 
     def _own_mark(self, cs: CuStream):
