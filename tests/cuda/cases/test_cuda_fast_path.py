@@ -353,3 +353,30 @@ def test_work_issued_after_a_wait_is_waited_for_again(client):
     consumer.launch(copy_into, 1, TPB, x, out)
     np.testing.assert_array_equal(client.read(out), np.full(N, 6.0))
     np.testing.assert_array_equal(client.read(x), np.full(N, 6.0))
+
+
+@only("gpu", why="the compiled driver calls exist only over a real libcuda")
+def test_a_hot_warm_launch_and_its_cross_stream_waits_switch_to_compiled_calls(client):
+    """Past its first ``COMPILE_AFTER`` launches a warm entry fires libcuda's cuLaunchKernel
+    through the compiled trampoline, and a pair of streams waiting on each other records and
+    waits through its compiled waiter: every launch still runs, in order."""
+    from numba_cube.backends.cuda.launch_call import COMPILE_AFTER
+
+    x = client.create(np.zeros(N))
+    for _ in range(COMPILE_AFTER + 10):
+        client.launch(add_scalar, 1, TPB, x, 1.0)
+    np.testing.assert_array_equal(client.read(x), np.full(N, COMPILE_AFTER + 10.0))
+    (entry,) = client.server.mechanism.warm.armed_for(add_scalar)
+    assert hasattr(entry.fire, "words")           # the trampoline's block
+    a, b = client.create(np.ones(N)), client.create(np.zeros(N))
+    s1 = client.set_stream(cube.StreamId.new())
+    s2 = client.set_stream(cube.StreamId.new())
+    rounds = COMPILE_AFTER + 10
+    for _ in range(rounds):
+        s1.launch(copy_into, 1, TPB, a, b)            # b = a, after s2's last launch
+        s2.launch(add_scalar, 1, TPB, b, 1.0)         # b += 1, after s1's
+        s2.launch(copy_into, 1, TPB, b, a)            # a = b
+    np.testing.assert_array_equal(client.read(a), np.full(N, 1.0 + rounds))
+    streams = client.server.streams
+    pairs = [streams.serving(s1.stream_id).waiters, streams.serving(s2.stream_id).waiters]
+    assert all(len(p) == 1 and hasattr(next(iter(p.values()))[0], "words") for p in pairs)
