@@ -378,5 +378,5 @@ def test_a_hot_warm_launch_and_its_cross_stream_waits_switch_to_compiled_calls(c
         s2.launch(copy_into, 1, TPB, b, a)            # a = b
     np.testing.assert_array_equal(client.read(a), np.full(N, 1.0 + rounds))
     streams = client.server.streams
-    pairs = [streams.serving(s1.stream_id).waiters, streams.serving(s2.stream_id).waiters]
-    assert all(len(p) == 1 and hasattr(next(iter(p.values()))[0], "words") for p in pairs)
+    cs1, cs2 = streams.serving(s1.stream_id), streams.serving(s2.stream_id)
+    assert hasattr(cs1.waiters[cs2][0], "words") and hasattr(cs2.waiters[cs1][0], "words")
