@@ -8,6 +8,12 @@ Sections (each prints its table; a section that fails prints why and the others 
    pre-packed parameter block (numba_cube's floor). Plus where numba_cube's time goes: the same
    launch on the general path (the warm path of ``backends/cuda/fast_path.py`` off), the general
    server operation alone, the driver calls. Goal: <= 8 us per launch with inferred dependencies.
+1b. **Launch floor** (``launch_floor``): the warm launch's driver call five ways in one process:
+   cuda-python's ``cuLaunchKernel``, libcuda's symbol through ctypes with argtypes and with
+   pre-built ctypes arguments, the Numba-compiled trampoline of ``backends/cuda/launch_call.py``,
+   and the whole warm launch with its driver call through the trampoline vs through cuda-python;
+   and a cross-stream wait (``cuEventRecord`` + ``cuStreamWaitEvent``) through cuda-python vs
+   the one compiled call of ``Driver.stream_waiter``.
 2. **Dependent launches across two streams**: a chain of launches, each reading the previous
    one's output, on one stream vs alternating between two (each launch then waits on the other
    stream's event): the added host cost per dependent launch.
@@ -153,6 +159,7 @@ def write_count_py(count, blocks):
 
 
 K4 = cube.kernel(k4_py)
+K4_PYTHON_CALL = cube.kernel(k4_py)     # the same kernel, its warm entry firing through cuda-python
 AXPY = cube.kernel(axpy_py)
 BUSY = cube.kernel(busy_py)
 WRITE_COUNT = cube.kernel(write_count_py)
@@ -244,6 +251,89 @@ def launch_host_time():
                    f"({ours / numba_t:.2f}x) | cuda.core {core_t * 1e6:.1f} us | raw cuLaunchKernel "
                    f"{raw_t * 1e6:.1f} us | general path {general * 1e6:.1f} us | goal <= 8 us: "
                    f"{'met' if met else 'NOT met'}")
+
+
+# ----------------------------------------------------------------------------- 1b. launch floor
+@section
+def launch_floor():
+    """The driver call of a warm launch, five ways, in one process (the cases take turns): what
+    ``backends/cuda/launch_call.py`` chose against what it replaced."""
+    import ctypes
+
+    from numba_cube.backends.cuda import launch_call
+    from numba_cube.runtime.modes import LaunchMode
+    from numba_cube.runtime.server import LaunchRequest
+
+    client = cube.client(DEVICE)
+    server = client.server
+    n = 1024
+    ha, hb, hc = client.create(np.ones(n, np.float32)), client.create(np.ones(n, np.float32)), client.empty(n, np.float32)
+    sync = sync_all(client)
+    mech = server.mechanism
+    driver = mech.driver
+    # Two kernel objects of one function: both warm, one of them firing through cuda-python.
+    for k in (K4, K4_PYTHON_CALL):
+        for _ in range(2):
+            client.launch(k, 1, 32, ha, hb, hc, n)
+    sync()
+    # Past the warm-up in which an entry still calls cuda-python (launch_call.COMPILE_AFTER).
+    for _ in range(launch_call.COMPILE_AFTER + 1):
+        client.launch(K4, 1, 32, ha, hb, hc, n)
+    sync()
+    (ours_entry,) = mech.warm.armed_for(K4)
+    fire_form = "compiled trampoline" if hasattr(ours_entry.fire, "words") else "api method"
+    (entry,) = mech.warm.armed_for(K4_PYTHON_CALL)
+    entry.fire = launch_call.api_launcher(driver.api.cuLaunchKernel, entry.packed.kernel.function,
+                                          entry.grid, entry.block, 0, entry.cs.handle,
+                                          entry.packed.block.address)
+    req = LaunchRequest(K4, cube.CubeCount.coerce(1), cube.CubeDim.coerce(32),
+                        (ha.binding(), hb.binding(), hc.binding(), np.int64(n)), None, client.stream_id,
+                        LaunchMode.EXECUTE, ())
+    packed = server.channel.call(mech.packed_launch_of, req)
+    handle = server.streams.handle_of(client.stream_id)
+    func, addr = packed.kernel.function, packed.block.address
+    api = driver.api
+    cases = {
+        "ours": (lambda: client.launch(K4, 1, 32, ha, hb, hc, n), sync),
+        "ours_cuda_python": (lambda: client.launch(K4_PYTHON_CALL, 1, 32, ha, hb, hc, n), sync),
+        "cuda_python": (lambda: api.cuLaunchKernel(func, 1, 1, 1, 32, 1, 1, 0, handle, addr, 0), sync),
+    }
+    entry_point = 0 if SMOKE else driver.c_entry_point("cuLaunchKernel")
+    if entry_point:
+        u32, u64 = ctypes.c_uint32, ctypes.c_uint64
+        typed = ctypes.CFUNCTYPE(ctypes.c_int, u64, u32, u32, u32, u32, u32, u32, u32, u64, u64, u64)(entry_point)
+        f_int, s_int = int(func), int(handle)
+        cases["ctypes_typed"] = (lambda: typed(f_int, 1, 1, 1, 32, 1, 1, 0, s_int, addr, 0), sync)
+        untyped = ctypes.CFUNCTYPE(ctypes.c_int)(entry_point)
+        prebuilt = (u64(f_int), u32(1), u32(1), u32(1), u32(32), u32(1), u32(1), u32(0), u64(s_int), u64(addr), u64(0))
+        cases["ctypes_prebuilt"] = (lambda: untyped(*prebuilt), sync)
+        trampoline = launch_call.c_launcher(entry_point, f_int, (1, 1, 1), (32, 1, 1), 0, s_int, addr)
+        cases["njit_trampoline"] = (trampoline, sync)
+    # A cross-stream wait: record an event on one stream, wait on it from another.
+    s_producer = server.streams.stream(cube.StreamId.new())
+    s_consumer = server.streams.stream(cube.StreamId.new())
+    pair_event = server.streams.events.get()
+    p_handle, c_handle = s_producer.handle, s_consumer.handle
+
+    def record_wait_cuda_python():
+        api.cuEventRecord(pair_event, p_handle)
+        api.cuStreamWaitEvent(c_handle, pair_event, 0)
+    cases["record_wait_cuda_python"] = (record_wait_cuda_python, sync)
+    cases["record_wait_ours"] = (driver.stream_waiter(pair_event, p_handle, c_handle)[0], sync)
+    t_ = interleaved_host_time(cases, N_LAUNCH)
+    t = Table(f"1b. launch floor: the driver call of a warm launch (us per launch; ours fires its {fire_form})")
+    t.row("warm launch: trampoline vs cuda-python driver call", t_["ours"], t_["ours_cuda_python"], "cuda-python call")
+    t.row("warm launch vs raw cuda-python cuLaunchKernel", t_["ours"], t_["cuda_python"], "cuda-python")
+    for name in ("ctypes_typed", "ctypes_prebuilt", "njit_trampoline"):
+        if name in t_:
+            t.row(f"  {name} vs raw cuda-python cuLaunchKernel", t_[name], t_["cuda_python"], "cuda-python")
+    t.row("cross-stream record + wait: ours vs cuda-python", t_["record_wait_ours"],
+          t_["record_wait_cuda_python"], "cuda-python")
+    server.streams.events.put(pair_event)
+    RESULTS["launch_floor"] = {f"{k}_us": v * 1e6 for k, v in t_.items()}
+    parts = " | ".join(f"{k} {v * 1e6:.2f} us" for k, v in t_.items())
+    SUMMARY.append(f"launch floor: {parts} | goal: warm launch <= 5.0 us and <= 1.25x cuda-python "
+                   f"({t_['ours'] / t_['cuda_python']:.2f}x)")
 
 
 # ----------------------------------------------------------------------------- 2. two streams
@@ -435,7 +525,7 @@ def main() -> int:
     import numba_cuda
     print(f"device {server.device}: {server.mechanism.device_name}, {server.mechanism.sm_count} SMs; numba-cuda "
           f"{getattr(numba_cuda, '__version__', '?')}, python {sys.version.split()[0]}")
-    sections = (launch_host_time, dependent_two_streams, dynamic_counts, graph_replay, bandwidth)
+    sections = (launch_host_time, launch_floor, dependent_two_streams, dynamic_counts, graph_replay, bandwidth)
     only = [a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--only=")]
     for fn in sections:
         if not only or fn.__name__ in only[0].split(","):

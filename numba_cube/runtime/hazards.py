@@ -160,6 +160,38 @@ class HazardTracker:
         self._stream_tail[stream] = task
         return True
 
+    def register_states(self, task, read_states: tuple, write_states: tuple) -> list:
+        """``register`` for a warm launch whose buffers are not all solo (``register_solo`` said
+        False): the same effect and the same answer, over the states ``states`` returned (buffers
+        only read, buffers written), without building sets or looking buffers up. Not for the
+        baseline rule."""
+        stream = task.stream
+        deps = []
+        for st in write_states:
+            writer = st.writer
+            if writer is not None and writer.stream != stream and writer not in deps:
+                deps.append(writer)
+            for other, reader in st.readers.items():
+                if other != stream and reader not in deps:
+                    deps.append(reader)
+        for st in read_states:
+            writer = st.writer
+            if writer is not None and writer.stream != stream and writer not in deps:
+                deps.append(writer)
+        for st in write_states:
+            st.writer = task
+            st.readers = {}
+            st.solo = stream
+        for st in read_states:
+            st.readers[stream] = task
+            if st.solo is not stream:
+                # Not worked out here (``_only`` asks every reader whether it is done): None sends
+                # the next warm launch on this buffer to ``_only`` in ``register_solo``, which
+                # sets it; a buffer read by several streams in turn never asks at all.
+                st.solo = None
+        self._stream_tail[stream] = task
+        return [t for t in deps if not t.done]
+
     def writer_of(self, mem: int):
         """The last unfinished task that writes ``mem`` (what a read must wait for), or None."""
         st = self._buffers.get(mem)

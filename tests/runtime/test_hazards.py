@@ -246,3 +246,94 @@ def test_register_solo_agrees_with_the_full_walk(steps):
         for m in set(reads) | set(writes):
             assert warm.writer_of(m) is full.writer_of(m)
             assert ids(warm.users_of(m)) == ids(full.users_of(m))
+
+
+# -- the warm path's walk: register_states ---------------------------------------------------------
+def walk(tracker, stream, reads=(), writes=(), name=""):
+    """register_states as the CUDA warm path calls it after register_solo declined."""
+    t = FakeTask(stream, name)
+    read_only = [m for m in reads if m not in writes]
+    return t, tracker.register_states(t, tracker.states(read_only), tracker.states(writes))
+
+
+def test_register_states_waits_for_writer_and_readers_of_other_streams():
+    """A write waits for the unfinished writer and every unfinished reader of other streams,
+    once each (one reader on two written buffers is one dependency); a read waits for the
+    writer only; its own stream's entries and finished tasks are never waited for."""
+    h = HazardTracker()
+    w, _ = reg(h, B, writes=[M])
+    r, _ = reg(h, C, reads=[M, N])
+    own, _ = reg(h, A, reads=[N])
+    done, _ = reg(h, C, writes=[3])
+    done.done = True
+    t, deps = walk(h, A, reads=[M, 3], writes=[N])
+    assert ids(deps) == {id(w), id(r)}          # M's writer; N's reader of C (own reader: no)
+    _, deps = walk(h, B, writes=[M, N])
+    assert ids(deps) == {id(r), id(t)}          # M's readers C, A; N's writer A (B's own: no)
+    assert len(deps) == 2
+
+
+def test_register_states_makes_the_launch_writer_and_reader():
+    """After the walk the launch is the written buffers' writer and a reader of the read ones,
+    so a later launch of another stream waits for it."""
+    h = HazardTracker()
+    reg(h, B, writes=[M])
+    t, _ = walk(h, A, reads=[M], writes=[N])
+    _, deps = reg(h, C, writes=[M])
+    assert t in deps
+    _, deps = reg(h, C, reads=[N])
+    assert deps == [t]
+
+
+@settings(max_examples=300, deadline=None)
+@given(steps=st.lists(_step, min_size=1, max_size=30))
+def test_register_states_agrees_with_the_full_walk(steps):
+    """Property: the warm path's registration (register_solo, else register_states) finds the
+    same dependencies as the full walk on a tracker with the same history, and both trackers end
+    with the same writers and live users."""
+    warm, full = HazardTracker(), HazardTracker()
+    tasks = []
+    for stream, reads, writes, finish in steps:
+        for k in finish:
+            if k < len(tasks):
+                tasks[k].done = True
+        t = FakeTask(stream)
+        tasks.append(t)
+        read_only = [m for m in reads if m not in writes]
+        deps_full = full.register(t, reads, writes)
+        rs, ws = warm.states(read_only), warm.states(list(dict.fromkeys(writes)))
+        if warm.register_solo(t, rs, ws):
+            assert deps_full == []
+        else:
+            deps_warm = warm.register_states(t, rs, ws)
+            assert ids(deps_warm) == ids(deps_full)
+            assert len(deps_warm) == len(ids(deps_warm))
+        for m in set(reads) | set(writes):
+            assert warm.writer_of(m) is full.writer_of(m)
+            assert ids(warm.users_of(m)) == ids(full.users_of(m))
+
+
+@settings(max_examples=300, deadline=None)
+@given(steps=st.lists(_step, min_size=1, max_size=30), solo_first=st.lists(st.booleans(), min_size=30))
+def test_register_states_without_register_solo_agrees_with_the_full_walk(steps, solo_first):
+    """Property: register_states is right on its own, also where register_solo would have
+    accepted (the warm path skips register_solo for an entry whose last launch had to wait): the
+    same dependencies as the full walk, the same writers and live users after."""
+    warm, full = HazardTracker(), HazardTracker()
+    tasks = []
+    for (stream, reads, writes, finish), try_solo in zip(steps, solo_first):
+        for k in finish:
+            if k < len(tasks):
+                tasks[k].done = True
+        t = FakeTask(stream)
+        tasks.append(t)
+        read_only = [m for m in reads if m not in writes]
+        deps_full = full.register(t, reads, writes)
+        rs, ws = warm.states(read_only), warm.states(list(dict.fromkeys(writes)))
+        if try_solo and warm.register_solo(t, rs, ws):
+            assert deps_full == []
+        else:
+            assert ids(warm.register_states(t, rs, ws)) == ids(deps_full)
+        for m in set(reads) | set(writes):
+            assert warm.writer_of(m) is full.writer_of(m)
+            assert ids(warm.users_of(m)) == ids(full.users_of(m))

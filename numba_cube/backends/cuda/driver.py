@@ -12,9 +12,11 @@ Handles are passed to the driver as the binding's handle objects where we hold t
 events, functions) and as plain ints for device pointers, as numba-cuda does; both forms are
 accepted by cuda-bindings 12.x and 13.x.
 
-The launch hot path does not go through ``check``: it calls ``api.cuLaunchKernel`` directly and
-compares the result with ``Driver.SUCCESS`` (a Python call frame is a measurable share of a 4 us
-launch). Everything else is checked here.
+The launch hot paths do not go through ``check``: the general one calls ``api.cuLaunchKernel``
+directly and compares the result with ``Driver.SUCCESS`` (a Python call frame is a measurable
+share of a 4 us launch); the warm one calls what ``Driver.launcher`` built for it, which on a real
+driver is libcuda's own entry point behind a compiled trampoline (``launch_call.py``). Everything
+else is checked here.
 """
 
 from __future__ import annotations
@@ -116,10 +118,63 @@ class Driver:
         self.NOT_READY = self.api.CUresult.CUDA_ERROR_NOT_READY
         self._names: dict = {}
         self._lock = threading.Lock()
+        self._entry_points: dict | None = None     # C launch entry points, once looked up
+
+    # -- the warm launch's call -------------------------------------------------------------------
+    def launcher(self, function, grid, block, shared_bytes: int, stream, params: int,
+                 cooperative: bool = False, install=None):
+        """A zero-argument callable that launches ``function`` with these fixed arguments and
+        returns the ``CUresult`` (falsy on success): the api's Python method, or where libcuda's
+        entry point can be called directly, its compiled trampoline (``launch_call.py``), at once
+        or, given ``install``, after the Python form's first ``launch_call.COMPILE_AFTER`` calls
+        (``install`` then receives it). The caller keeps ``function``, ``stream`` and the
+        parameter block at ``params`` alive as long as the callable."""
+        from . import launch_call
+
+        name = "cuLaunchCooperativeKernel" if cooperative else "cuLaunchKernel"
+        python_call = launch_call.api_launcher(getattr(self.api, name), function, grid, block,
+                                               shared_bytes, stream, params, cooperative)
+        entry = self.c_entry_point(name)
+        if not entry:
+            return python_call
+
+        def compiled():
+            return launch_call.c_launcher(entry, int(function), grid, block, shared_bytes, int(stream),
+                                          params, cooperative)
+        return compiled() if install is None else launch_call.warming(python_call, compiled, install)
+
+    def stream_waiter(self, event, producer, consumer, install=None):
+        """``(record_and_wait, wait)`` for one producer stream's event and one consumer stream
+        (``launch_call.c_stream_waiter``), compiled as ``launcher`` is."""
+        from . import launch_call
+
+        python_pair = launch_call.api_stream_waiter(self.api, event, producer, consumer)
+        record, wait = self.c_entry_point("cuEventRecord"), self.c_entry_point("cuStreamWaitEvent")
+        if not (record and wait):
+            return python_pair
+
+        def compiled():
+            return launch_call.c_stream_waiter(record, wait, int(event), int(producer), int(consumer))
+        return compiled() if install is None else launch_call.warming_pair(python_pair, compiled, install)
+
+    def c_entry_point(self, name: str) -> int:
+        """The address of libcuda's ``name`` in this process, or 0 where the api's method is to be
+        used instead (``launch_call.c_entry_points``)."""
+        with self._lock:
+            if self._entry_points is None:
+                from . import launch_call
+
+                self._entry_points = launch_call.c_entry_points(self.api)
+            return self._entry_points.get(name, 0)
 
     # -- errors -----------------------------------------------------------------------------------
     def error(self, call: str, code, detail: str = "") -> CudaError:
         """The ``CudaError`` for ``code`` returned by ``call`` (never raises itself)."""
+        if type(code) is int:         # a launch through the C entry point returns a plain int
+            try:
+                code = self.api.CUresult(code)
+            except Exception:  # noqa: BLE001 - an unknown code is still described by its number
+                pass
         name, description = self._describe(code)
         return _error_class()(call, code, name, description, detail)
 

@@ -17,17 +17,20 @@ geometry, dynamic shared memory size, options and stream *fires* it:
    change sends the launch to the general path, which is always correct:
    - a capture window open on the device (launches there are recorded, not run);
    - a failure in the ledger on any of its regions (the general path skips or repairs);
-   - its stream's CUDA stream recycled (the entry's would then serve another stream id);
+   - its stream's CUDA stream recycled (``retired``: it would then serve another stream id);
 3. dependencies: if every buffer is used by this stream only (``HazardTracker.register_solo``)
-   there is nothing to wait for; otherwise the full walk (``register``) names the tasks of other
+   there is nothing to wait for; otherwise (or straight away when the entry's last launch had to
+   wait) the full walk (``register_states``) names the tasks of other
    streams to wait for, and the stream waits for them on the device (``CudaStreams.wait_for``);
 4. the scalars are packed into the packed launch's parameter block and the kernel is launched. No
    event is recorded: the launch's ``WarmTask`` gets one only when somebody must wait for it
    (``tasks.WarmTask``), which a loop of launches on one stream never needs. The current
    context is not checked first either (see the comment at the launch).
 
-Measured (``benchmarks/bench_cuda.py``, H200): 6.8-7.3 us per warm launch, of which ~2.7 us
-are this module and the client's gates, the rest the driver; numba-cuda takes 28-45 us.
+Measured (``benchmarks/bench_cuda.py``, H200, before issue 18): 6.8-7.3 us per warm launch, of
+which ~2.7 us were this module and the client's gates, the rest the driver call through
+cuda-python; numba-cuda takes 28-45 us. The driver call is now one call of a compiled trampoline
+(``launch_call.py``; the ``launch_floor`` section of the benchmark compares the two).
 
 What the warm path leaves out, and why that is the same contract:
 
@@ -55,6 +58,8 @@ of the server's: the client calls ``WarmPath.fast_launch`` itself (``DeviceServe
 
 from __future__ import annotations
 
+import weakref
+
 from ...runtime.ledger import failed_writing
 from ...runtime.warm_match import PLAIN_GEOMETRY, match_of, matcher
 from .tasks import WarmTask
@@ -69,8 +74,8 @@ class WarmLaunch:
     """One armed launch (see the module docstring)."""
 
     __slots__ = ("count", "dim", "grid", "block", "match", "matcher", "stream", "options", "cs",
-                 "source", "packed", "launch_args", "read_states", "write_states", "regions",
-                 "kernel_id", "shared_bytes")
+                 "source", "packed", "fire", "read_states", "write_states", "regions",
+                 "kernel_id", "shared_bytes", "crossed", "__weakref__")
 
     def __init__(self, count, dim, grid, block, match, stream, options, cs, bound, read_states,
                  write_states, kernel_id, shared_bytes=0):
@@ -88,13 +93,29 @@ class WarmLaunch:
         # Dynamic shared memory is part of what is matched: a launch with another size is
         # another entry (the general path armed this one after opting the function in to it).
         self.shared_bytes = shared_bytes
-        # cuLaunchKernel's arguments, all fixed for the entry (the stream is ``cs``, checked per launch).
-        self.launch_args = (bound.packed.kernel.function, *grid, *block, shared_bytes, cs.handle,
-                            bound.packed.block.address, 0)
+        # The driver call with all of cuLaunchKernel's arguments fixed for the entry (the stream
+        # is ``cs``, checked per launch): on a GPU one call of a compiled trampoline
+        # (launch_call.py) once the entry has fired a few times, cuda-python's before.
+        self.fire = bound.packed.launcher(grid, block, shared_bytes, cs.handle, _fire_installer(self))
         self.read_states = read_states  # hazard states of the buffers only read
         self.write_states = write_states
         self.regions = bound.reads + bound.writes   # what the ledger is asked about, per launch
         self.kernel_id = kernel_id
+        self.crossed = False            # its last launch waited for another stream (see fast_launch)
+
+
+
+
+def _fire_installer(entry: WarmLaunch):
+    """What ``Driver.launcher`` hands the compiled driver call to: it replaces ``entry.fire``.
+    Weak, so that the first call (which holds it) does not keep a dropped entry alive."""
+    entry_ref = weakref.ref(entry)
+
+    def install(fire) -> None:
+        alive = entry_ref()
+        if alive is not None:
+            alive.fire = fire
+    return install
 
 
 class WarmPath:
@@ -147,7 +168,7 @@ class WarmPath:
                 if self._pending_frees:
                     self._drain_frees()
                 streams = self._streams
-                if self._captures or streams.serving(armed.stream) is not armed.cs:
+                if self._captures or armed.cs.retired:
                     return None
                 ledger = self._ledger
                 if ledger.first_failure(armed.regions) is not None:
@@ -161,12 +182,15 @@ class WarmPath:
                 cs = armed.cs
                 task = WarmTask(armed.stream, cs, streams, next(self._task_ids))
                 hazards = self._hazards
-                if hazards.register_solo(task, armed.read_states, armed.write_states):
+                if not armed.crossed and hazards.register_solo(task, armed.read_states, armed.write_states):
                     deps = None
                 else:
                     # A buffer another stream still uses: the full walk finds what to wait for,
-                    # and the stream waits for it on the device, as the general path does.
-                    deps = hazards.register(task, armed.source.read_mems, armed.source.write_mems)
+                    # and the stream waits for it on the device, as the general path does. An
+                    # entry whose last launch needed it goes there straight away (a chain that
+                    # alternates streams always does; register_solo would only say no first).
+                    deps = hazards.register_states(task, armed.read_states, armed.write_states)
+                    armed.crossed = bool(deps)
                 cs.seq += 1
                 task.seq = cs.seq
                 cs.tail = task
@@ -177,11 +201,12 @@ class WarmPath:
                 # library switched it on this thread) the driver refuses the launch, it is
                 # not run. Then we make ours current and launch again; a second refusal is the
                 # kernel's own (too many threads, ...).
-                err = packed.cu_launch(*armed.launch_args)[0]
-                if err != packed.success:
+                fire = armed.fire
+                err = fire()                  # a CUresult: falsy on success
+                if err:
                     self._activate()
-                    err = packed.cu_launch(*armed.launch_args)[0]
-                if err != packed.success:
+                    err = fire()
+                if err:
                     # recorded as the general path records work that never started
                     refused = packed.refused(err, armed.grid, armed.block, armed.shared_bytes)
                     failed_writing(ledger, armed.kernel_id, armed.source.writes, refused)
@@ -234,6 +259,11 @@ class WarmPath:
                     self._armed[key] = kept
                 else:
                     del self._armed[key]
+
+    def armed_for(self, kernel) -> list:
+        """The launches armed for ``kernel``, newest first (what ``benchmarks/bench_cuda.py``
+        reaches to time the driver call of an entry one way and another)."""
+        return list(self._armed.get(kernel, ()))
 
     def armed_count(self) -> int:
         """How many launches are armed (for ``server.cache_sizes()``)."""

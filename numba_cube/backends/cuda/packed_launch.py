@@ -287,6 +287,22 @@ class PackedLaunch:
         if exceptions is not None:
             exceptions.check(stream)      # a debug kernel: raises the exception one of its units raised
 
+    def launcher(self, count, dim, shared_bytes: int, stream, install=None):
+        """The driver call of a launch of this kernel on ``stream`` (a CUstream) with this
+        geometry and the scalars packed last, as a zero-argument callable returning the CUresult
+        (falsy on success): what the warm path fires (``Driver.launcher``, which hands the
+        compiled form to ``install`` once it replaces the first). Cooperative kernels are
+        launched cooperatively; the callable keeps this packed launch's block alive."""
+        def keep(call):
+            call.packed = self      # (a partial or a function: both take attributes)
+            return call
+
+        def install_kept(call):
+            install(keep(call))
+        return keep(self._driver.launcher(self.kernel.function, tuple(count), tuple(dim), shared_bytes, stream,
+                                          self._address, self.kernel.cooperative,
+                                          None if install is None else install_kept))
+
     def opt_in(self, shared_bytes: int) -> None:
         """Let the function take ``shared_bytes`` of dynamic shared memory. Up to 48 KiB (less its
         static shared memory) a function accepts it as loaded; above, the driver refuses the

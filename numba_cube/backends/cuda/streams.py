@@ -17,9 +17,13 @@ issuing thread, under the device's lock (the server's channel is an ``InlineChan
    task: ``done`` is ``cuEventQuery``, ``wait()`` is ``cuEventSynchronize``, and a consumer on
    another stream waits on it.
 
-Events come from a pool (``EventPool``): a task gives its event back when it is garbage (nobody
-can ask about it any more), so a long loop records into a handful of events instead of creating
-and destroying one per launch. Re-recording an event that another stream already waited on is
+Events come from a pool (``EventPool``, ``stream_state.py``): a task gives its event back when it
+is garbage (nobody can ask about it any more), so a long loop records into a handful of events
+instead of creating and destroying one per launch. Warm launches (``fast_path.py``) record
+nothing: when another stream must wait for one, the producer stream's own event
+(``tasks.StreamMark``) is recorded again at its current position and waited on, both in one
+call (``Driver.stream_waiter``), and a consumer that already waited on a record at or after the
+position it needs waits no more. Re-recording an event that another stream already waited on is
 safe: a ``cuStreamWaitEvent`` binds to the record that was current when it was called.
 
 Completion is also tracked per stream: when a task is found done, every earlier task of its stream
@@ -40,7 +44,8 @@ from typing import Callable
 
 from ...runtime.dispatch import run_recorded
 from .driver import CudaError
-from .tasks import CudaTask, WarmTask
+from .stream_state import CuStream, EventPool
+from .tasks import CudaTask, StreamMark, WarmTask
 
 __all__ = ["CudaStreams", "EventPool"]
 
@@ -48,41 +53,6 @@ log = logging.getLogger("numba_cube")
 
 #: Idle CUDA streams kept for reuse beyond which streams of finished stream ids are recycled.
 STREAM_POOL_LIMIT = 32
-
-
-class EventPool:
-    """Reusable CUDA events (timing disabled: cheaper to record)."""
-
-    def __init__(self, driver):
-        self._driver = driver
-        self._free: list = []
-        self.created = 0
-
-    def get(self):
-        free = self._free
-        if free:
-            return free.pop()
-        self.created += 1
-        return self._driver.event_create(timing=False)
-
-    def put(self, event) -> None:
-        self._free.append(event)
-
-
-class _CuStream:
-    """One CUDA stream serving one ``StreamId`` (until recycled)."""
-
-    __slots__ = ("sid", "handle", "ptr", "seq", "done_seq", "tail", "waited", "evented")
-
-    def __init__(self, sid, handle):
-        self.sid = sid
-        self.handle = handle          # CUstream object (what the driver calls take)
-        self.ptr = int(handle)        # its value (what __cuda_array_interface__ exports)
-        self.seq = 0                  # tasks enqueued so far
-        self.done_seq = 0             # every task with seq <= done_seq is known to be done
-        self.tail = None              # the last task enqueued
-        self.waited: dict = {}        # producer _CuStream -> highest seq already waited for
-        self.evented = None           # the newest task of this stream that recorded an event
 
 
 class CudaStreams:
@@ -95,7 +65,7 @@ class CudaStreams:
         self.events = EventPool(driver)
         self.timing_events: list = []
         self._on_fault = on_fault
-        self._streams: dict = {}      # StreamId -> _CuStream
+        self._streams: dict = {}      # StreamId -> CuStream
         self._idle_handles: list = []
         api = driver.api
         self._wait = api.cuStreamWaitEvent
@@ -103,11 +73,11 @@ class CudaStreams:
         self._success = driver.SUCCESS
 
     # -- streams ------------------------------------------------------------------------------------
-    def stream(self, sid) -> _CuStream:
+    def stream(self, sid) -> CuStream:
         """The CUDA stream of ``sid``, created (or recycled) on first use."""
         cs = self._streams.get(sid)
         if cs is None:
-            cs = self._streams[sid] = _CuStream(sid, self._new_handle())
+            cs = self._streams[sid] = CuStream(sid, self._new_handle())
         return cs
 
     def _new_handle(self):
@@ -128,6 +98,7 @@ class CudaStreams:
                 self.event_of(cs.tail)    # a warm tail says "not done" until it has an event
             if cs.tail is None or cs.tail.done:
                 del self._streams[sid]
+                cs.retired = True
                 self._idle_handles.append(cs.handle)
 
     def handle_of(self, sid):
@@ -136,11 +107,11 @@ class CudaStreams:
     def stand_for_foreign(self, task: CudaTask, handle, event) -> None:
         """Make ``task`` stand for work another library queued on its own CUDA stream
         (``handle``): done when ``event`` (recorded there) is (``interop.py``)."""
-        cs = _CuStream(task.stream, handle)
+        cs = CuStream(task.stream, handle)
         cs.seq = 1
         task.cs, task.seq, task.event, task.executor = cs, 1, event, self
 
-    def serving(self, sid) -> _CuStream | None:
+    def serving(self, sid) -> CuStream | None:
         """The CUDA stream that serves ``sid`` now, or None (never used, or recycled since):
         the warm path checks that its armed stream still serves its stream id."""
         return self._streams.get(sid)
@@ -193,73 +164,141 @@ class CudaStreams:
                     task.event = event
                     cs.evented = task
 
-    def wait_for(self, cs: _CuStream, deps) -> None:
+    def wait_for(self, cs: CuStream, deps) -> None:
         """Make ``cs`` wait on the device for each task of ``deps`` (tasks of other streams), through
-        their events. A wait already implied by an earlier wait on a later task of the same
-        producer stream is skipped."""
+        their events. A wait already implied by an earlier wait of ``cs`` on a record at or after
+        the dependency's position in the same producer stream is skipped."""
         handle = cs.handle
+        waited = cs.waited
         for dep in deps:
             dcs = dep.cs
             if dcs is None:
                 continue              # not a GPU task (cannot happen)
-            if cs.waited.get(dcs, 0) >= dep.seq:
+            if waited.get(dcs, 0) >= dep.seq:
                 continue              # an earlier wait already covers it
-            event = dep.event
+            if type(dep) is WarmTask:
+                mark = dep.mark
+                if mark is None:
+                    if dep.settled:
+                        continue      # known done
+                    mark = dcs.evented
+                    if mark is None or mark.seq < dep.seq or mark.event is None:
+                        # The producer's own event, recorded now and waited on: one call.
+                        self._record_and_wait(cs, dcs, dep)
+                        continue
+                    dep.mark = mark
+                event = mark.event
+                if mark is dcs.own_mark:   # the pair's own block: the wait in one call
+                    err = self._waiter(cs, dcs)[1]()
+                    if err:
+                        self._waiter_failed(err)
+                    else:
+                        waited[dcs] = mark.seq
+                    continue
+            else:
+                mark = dep
+                event = dep.event
             if event is None:
-                event = self.event_of(dep)
-                if event is None:
-                    continue          # nothing recorded (a broken device)
+                continue              # nothing recorded (a broken device)
+            # The wait binds to the event's current record, made at ``mark.seq`` of the producer
+            # (records are made under the device lock, which we hold): that is what it covers.
+            covered = mark.seq
             err = self._wait(handle, event, 0)[0]
             if err != self._success:
                 self._fail(self.driver.error("cuStreamWaitEvent", err))
                 continue
-            cs.waited[dcs] = dep.seq
+            waited[dcs] = covered
 
-    def event_of(self, task):
-        """The event that tells when ``task`` is done, or None if there is none (a broken device,
-        or a task that is done). A warm task (``WarmTask``) not covered by an event yet gets one:
-        the stream's newest event if it is recent enough, else a marker recorded now. Called
-        under the device lock."""
-        if type(task) is not WarmTask:
-            return task.event
-        mark = task.mark
+    def _record_and_wait(self, cs: CuStream, dcs: CuStream, task: WarmTask) -> None:
+        """Record producer ``dcs``'s own event now and make ``cs`` wait on it: what covers warm
+        ``task`` from now on (``_mark_of`` without the separate driver calls)."""
+        mark = dcs.own_mark
         if mark is None:
-            if task.settled:
-                return None
-            cs = task.cs
-            mark = cs.evented
-            if mark is None or mark.seq < task.seq or mark.event is None:
-                mark = self._record_marker(cs)
-                if mark is None:
-                    return None
-            task.mark = mark
-        return mark.event
+            mark = self._own_mark(dcs)
+            if mark is None:
+                return
+        err = self._waiter(cs, dcs)[0]()
+        if err and self._waiter_failed(err) == "cuEventRecord":
+            return                    # nothing recorded (a broken device): nothing to wait on
+        mark.seq = dcs.seq            # after the record (StreamMark)
+        dcs.evented = mark
+        task.mark = mark
+        if not err:
+            cs.waited[dcs] = mark.seq
 
-    def event_of_locked(self, task):
-        """``event_of`` from a thread that may not hold the device lock (``WarmTask.wait``)."""
-        with self.lock:
-            return self.event_of(task)
+    def _waiter_failed(self, err: int) -> str:
+        """Report a stream waiter's failure (``launch_call.failed_call``); the call that failed."""
+        from .launch_call import failed_call
 
-    def _record_marker(self, cs: _CuStream):
-        """An event on ``cs`` after everything issued on it so far, owned by a task-shaped marker
-        (at the stream's current position) that gives the event back to the pool when garbage."""
-        marker = CudaTask(None, cs.sid, "marker")
-        marker.cs = cs
-        marker.seq = cs.seq
-        marker.executor = self
+        call, code = failed_call(err)
+        self._fail(self.driver.error(call, code))
+        return call
+
+    def _waiter(self, cs: CuStream, dcs: CuStream) -> tuple:
+        """``cs``'s ``(record_and_wait, wait)`` on ``dcs``'s own event (``Driver.stream_waiter``),
+        made once per pair of streams. Bounded: a program that makes streams forever rebuilds
+        a pair now and then rather than keeping every dead stream's."""
+        pair = cs.waiters.get(dcs)
+        if pair is None:
+            if len(cs.waiters) >= STREAM_POOL_LIMIT:
+                cs.waiters.clear()
+            def install(compiled):
+                cs.waiters[dcs] = compiled
+            pair = cs.waiters[dcs] = self.driver.stream_waiter(dcs.own_mark.event, dcs.handle, cs.handle,
+                                                               install)
+        return pair
+
+    def _own_mark(self, cs: CuStream):
+        """``cs``'s own event (``StreamMark``), made on first need; None on a broken device."""
         try:
             event = self.events.get()
         except CudaError as exc:
             self._fail(exc)
             return None
-        err = self._record(event, cs.handle)[0]
-        if err != self._success:
-            self.events.put(event)
-            self._fail(self.driver.error("cuEventRecord", err))
+        mark = cs.own_mark = StreamMark(cs, event, self)
+        return mark
+
+    def event_of(self, task):
+        """The event that tells when ``task`` is done, or None if there is none (a broken device,
+        or a task that is done). A warm task (``WarmTask``) not covered by an event yet gets one
+        (``_mark_of``). Called under the device lock."""
+        if type(task) is not WarmTask:
+            return task.event
+        mark = task.mark
+        if mark is None:
+            mark = self._mark_of(task)
+            if mark is None:
+                return None
+        return mark.event
+
+    def _mark_of(self, task: WarmTask):
+        """What covers warm ``task`` from now on: the stream's newest task with an event if it is
+        at or after the task, else the stream's own event (``StreamMark``) recorded again now,
+        after everything issued on the stream so far. None: the task is known done, or the
+        device is broken. One event per stream serves every such record: a wait binds to the
+        record current when it is enqueued, and an answer about a later record than the one a
+        task needs can only make somebody wait longer."""
+        if task.settled:
             return None
-        marker.event = event
-        cs.evented = marker
-        return marker
+        cs = task.cs
+        mark = cs.evented
+        if mark is None or mark.seq < task.seq or mark.event is None:
+            mark = cs.own_mark or self._own_mark(cs)
+            if mark is None:
+                return None
+            err = self._record(mark.event, cs.handle)[0]
+            if err != self._success:
+                self._fail(self.driver.error("cuEventRecord", err))
+                return None
+            mark.seq = cs.seq         # after the record: a reader of seq then sees a record at it
+            cs.evented = mark
+        task.mark = mark
+        return mark
+
+    def event_of_locked(self, task):
+        """``event_of`` from a thread that may not hold the device lock (``WarmTask.wait``)."""
+        with self.lock:
+            return self.event_of(task)
 
     def _record_checked(self, event, handle) -> None:
         err = self._record(event, handle)[0]

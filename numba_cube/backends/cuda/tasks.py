@@ -3,15 +3,16 @@
 A ``CudaTask`` is one unit of stream work that ``CudaStreams.enqueue`` runs at once on the CUDA
 stream of its stream id and follows with an event; ``done`` and ``wait`` answer from that event
 (or from the stream's completion mark). A ``WarmTask`` is a warm launch's (``fast_path.py``): it
-has no event of its own until somebody must wait for it. Both have the interface of the
-runtime's ``host_streams.Task``.
+has no event of its own until somebody must wait for it, and then it is covered by the stream's
+``StreamMark``, one event per stream recorded again whenever a newer position must be waited
+for. The tasks have the interface of the runtime's ``host_streams.Task``.
 """
 
 from __future__ import annotations
 
 from .driver import CudaError
 
-__all__ = ["CudaTask", "WarmTask"]
+__all__ = ["CudaTask", "StreamMark", "WarmTask"]
 
 
 class CudaTask:
@@ -95,14 +96,56 @@ class CudaTask:
         return f"<CudaTask {self.label} on {self.stream} {'done' if self._done else 'pending'}>"
 
 
+class StreamMark:
+    """A CUDA stream's own event, recorded again at the stream's current position each time a warm
+    task after its last record must be waited for (``CudaStreams._mark_of``): what covers warm
+    tasks, without an event (or a task object) per record. ``seq`` is the position of its newest
+    record; it only grows, and it is set after the record is enqueued.
+
+    ``done`` and ``wait`` answer for the newest record, which covers every task at or before
+    ``seq`` (a stream runs in order): ``seq`` is read *before* asking the driver, so a record made
+    meanwhile by another thread (at a later position) cannot make an earlier answer claim more."""
+
+    __slots__ = ("cs", "event", "seq", "executor", "__weakref__")
+
+    def __init__(self, cs, event, streams):
+        self.cs = cs
+        self.event = event
+        self.seq = 0
+        self.executor = streams
+
+    @property
+    def done(self) -> bool:
+        seq = self.seq
+        cs = self.cs
+        if seq <= cs.done_seq:
+            return True
+        if self.executor.query(self.event):
+            if cs.done_seq < seq:
+                cs.done_seq = seq
+            return True
+        return False
+
+    def wait(self, timeout: float | None = None) -> bool:
+        seq = self.seq
+        self.executor.synchronize(self.event)
+        cs = self.cs
+        if cs.done_seq < seq:
+            cs.done_seq = seq
+        return True
+
+    def __del__(self):
+        self.executor.events.put(self.event)
+
+
 class WarmTask:
     """The task of a warm launch (``fast_path.py``): no event of its own until one is needed.
 
     Recording an event after every launch costs a driver call (~0.5 us) that nobody needs in a
     loop of launches on one stream. So a warm task is only a position in its stream (``cs``,
     ``seq``). Its event is borrowed when somebody has to wait for it (another stream, a host
-    read, a free of its memory, ``sync``): ``CudaStreams.event_of`` then records a *marker*
-    event on the stream, after everything issued so far, and the task waits on that. The marker
+    read, a free of its memory, ``sync``): ``CudaStreams.event_of`` then records the stream's own
+    event (``StreamMark``) after everything issued so far, and the task waits on that. The mark
     may cover later work of the stream too, so such a wait can be longer than needed: the
     runtime may over-synchronize, never under-synchronize.
 
@@ -129,7 +172,7 @@ class WarmTask:
         self.executor = streams
         self.task_id = task_id
         self._done = False
-        self.mark = None             # the CudaTask whose event covers this one, once needed
+        self.mark = None             # the CudaTask or StreamMark whose event covers it, once needed
 
     @property
     def settled(self) -> bool:
@@ -167,7 +210,7 @@ class WarmTask:
         mark = self.mark
         if mark is not None:
             mark.wait()               # also moves the stream's done_seq past this task
-        self._done = True             # (no marker: the device is broken, nothing to wait for)
+        self._done = True             # (no mark: done already, or the device is broken)
         return True
 
     def __repr__(self) -> str:

@@ -307,3 +307,76 @@ def test_a_warm_launch_from_a_thread_without_a_context(client):
     t.start()
     t.join()
     np.testing.assert_array_equal(client.read(x), np.full(N, 3.0))
+
+
+@only("fake", why="counts driver calls of the fake driver")
+def test_one_wait_covers_the_producers_earlier_warm_launches(client, fake_api):
+    """A consumer stream that waited for the first of two warm launches of the producer waited on
+    a record made after both (warm launches are recorded only when waited for), so it does not
+    wait again for the second, and reads the bytes both wrote."""
+    x, y = client.create(np.zeros(N)), client.create(np.zeros(N))
+    out_x, out_y = client.create(np.zeros(N)), client.create(np.zeros(N))
+    producer = client.set_stream(cube.StreamId.new())
+    consumer = client.set_stream(cube.StreamId.new())
+    arm(producer, slow_fill, x, 1.0, SPIN)
+    arm(producer, slow_fill, y, 1.0, SPIN)
+    before = warm_count(client)
+    producer.launch(slow_fill, 1, TPB, x, 3.0, SPIN)
+    producer.launch(slow_fill, 1, TPB, y, 4.0, SPIN)
+    assert warm_count(client) - before == 2
+    waits = fake_api.calls["cuStreamWaitEvent"]
+    consumer.launch(copy_into, 1, TPB, x, out_x)        # waits on a record after both launches
+    assert fake_api.calls["cuStreamWaitEvent"] == waits + 1
+    consumer.launch(copy_into, 1, TPB, y, out_y)        # covered by that wait already
+    assert fake_api.calls["cuStreamWaitEvent"] == waits + 1
+    np.testing.assert_array_equal(client.read(out_x), np.full(N, 3.0))
+    np.testing.assert_array_equal(client.read(out_y), np.full(N, 4.0))
+
+
+def test_work_issued_after_a_wait_is_waited_for_again(client):
+    """The skip of a covered wait never covers later work: the producer's warm launch issued
+    after the consumer's first wait is waited for by the consumer's next read, although the
+    producer's one reusable event is recorded again for it; a host read of the first launch's
+    buffer, whose event was recorded again meanwhile, still sees its bytes."""
+    x, y = client.create(np.zeros(N)), client.create(np.zeros(N))
+    out = client.create(np.zeros(N))
+    producer = client.set_stream(cube.StreamId.new())
+    consumer = client.set_stream(cube.StreamId.new())
+    arm(producer, slow_fill, x, 1.0, SPIN)
+    arm(producer, slow_fill, y, 1.0, SPIN)
+    producer.launch(slow_fill, 1, TPB, y, 2.0, SPIN)
+    consumer.launch(copy_into, 1, TPB, y, out)          # waits for the producer
+    producer.launch(slow_fill, 1, TPB, y, 5.0, SPIN)    # warm, after the consumer's read of y
+    producer.launch(slow_fill, 1, TPB, x, 6.0, SPIN)    # warm
+    consumer.launch(add_into, 1, TPB, y, out)           # must wait again: 2 + 5
+    np.testing.assert_array_equal(client.read(out), np.full(N, 7.0))
+    consumer.launch(copy_into, 1, TPB, x, out)
+    np.testing.assert_array_equal(client.read(out), np.full(N, 6.0))
+    np.testing.assert_array_equal(client.read(x), np.full(N, 6.0))
+
+
+@only("gpu", why="the compiled driver calls exist only over a real libcuda")
+def test_a_hot_warm_launch_and_its_cross_stream_waits_switch_to_compiled_calls(client):
+    """Past its first ``COMPILE_AFTER`` launches a warm entry fires libcuda's cuLaunchKernel
+    through the compiled trampoline, and a pair of streams waiting on each other records and
+    waits through its compiled waiter: every launch still runs, in order."""
+    from numba_cube.backends.cuda.launch_call import COMPILE_AFTER
+
+    x = client.create(np.zeros(N))
+    for _ in range(COMPILE_AFTER + 10):
+        client.launch(add_scalar, 1, TPB, x, 1.0)
+    np.testing.assert_array_equal(client.read(x), np.full(N, COMPILE_AFTER + 10.0))
+    (entry,) = client.server.mechanism.warm.armed_for(add_scalar)
+    assert hasattr(entry.fire, "words")           # the trampoline's block
+    a, b = client.create(np.ones(N)), client.create(np.zeros(N))
+    s1 = client.set_stream(cube.StreamId.new())
+    s2 = client.set_stream(cube.StreamId.new())
+    rounds = COMPILE_AFTER + 10
+    for _ in range(rounds):
+        s1.launch(copy_into, 1, TPB, a, b)            # b = a, after s2's last launch
+        s2.launch(add_scalar, 1, TPB, b, 1.0)         # b += 1, after s1's
+        s2.launch(copy_into, 1, TPB, b, a)            # a = b
+    np.testing.assert_array_equal(client.read(a), np.full(N, 1.0 + rounds))
+    streams = client.server.streams
+    cs1, cs2 = streams.serving(s1.stream_id), streams.serving(s2.stream_id)
+    assert hasattr(cs1.waiters[cs2][0], "words") and hasattr(cs2.waiters[cs1][0], "words")
