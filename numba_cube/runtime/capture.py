@@ -40,8 +40,9 @@ from typing import Any
 from ..errors import CaptureError
 from .dispatch import Recorded, run_recorded
 from .host_streams import Task
+from .requests import refused_launch_text
 
-__all__ = ["CaptureState", "Graph", "CaptureOps"]
+__all__ = ["CaptureState", "Graph", "CaptureOps", "record_launches"]
 
 
 @dataclass
@@ -68,6 +69,16 @@ class Graph:
 
     def __len__(self) -> int:
         return len(self._recorded)
+
+    @property
+    def recorded(self) -> tuple:
+        """The recorded dispatches, in order."""
+        return self._recorded
+
+    @property
+    def memory_ids(self) -> frozenset:
+        """The memory ids of every buffer the recording uses."""
+        return self._memory_ids
 
     def replay(self) -> None:
         """Queue one run of every recorded dispatch, in order, as one task (asynchronous)."""
@@ -144,3 +155,39 @@ class CaptureOps:
         deps = self.hazards.register(task, reads, writes)
         self.streams.enqueue(task, deps)
         self.counters["replays"] += 1
+
+
+def record_launches(server, stream, requests: tuple):
+    """The graph of ``requests`` (launch requests already made once, eagerly), recorded without
+    running anything: what an automatic graph replays (``auto_graph.py``). Runs on the device's
+    channel. None when the sequence cannot be a graph that
+    behaves as its eager launches: a capture window is open on ``stream`` (the two must not
+    interfere), a launch does not compile or is refused, writes no buffer (the graph could not
+    report its failure), or cannot be captured by the mechanism (a read-back dynamic count, a
+    debug kernel on CUDA: ``CaptureError`` from ``mechanism.graph``).
+
+    Unlike a capture window, an input failed *now* does not refuse the recording: the replay
+    runs the eager launches instead while one is (``auto_graph_channel.replay_or_launch``)."""
+    if stream in server.captures:
+        return None
+    if server.pending_frees:
+        server.drain_frees()
+    mechanism = server.mechanism
+    mechanism.prepare()
+    recorded = []
+    for req in requests:
+        bound = server.bound_launch(req)
+        error = bound.error if bound.error is not None else mechanism.refusal(req, bound)
+        if error is not None or not bound.writes:
+            return None
+        rec = mechanism.dispatch(req, bound, True)
+        if rec.report is not None or mechanism.not_capturable(req, bound, rec) is not None:
+            return None
+        recorded.append(rec)
+    memory_ids = frozenset(r[0] for rec in recorded for r in rec.reads + rec.writes)
+    if not all(m in server.memory for m in memory_ids):
+        return None
+    try:
+        return mechanism.graph(stream, recorded, memory_ids)
+    except CaptureError:
+        return None
