@@ -41,6 +41,7 @@ import threading
 
 from ..errors import CaptureError
 from . import auto_graph_channel
+from .auto_graph_match import expectation
 from .capture import record_launches
 from .handle import Handle
 from .launch_log import note_launch
@@ -110,33 +111,35 @@ class Tracer:
         self.run = 0                    # positions that repeat ``candidate`` back, in a row
         self.graph = None
         self.expected: tuple = ()
+        self.matchers: tuple = ()       # per position, ``auto_graph_match.expectation``
+        self.kernel_ids: tuple = ()
         self.sequence: tuple = ()       # the requests of the armed sequence
         self.regions: tuple = ()
         self.position = 0               # launches of the armed sequence deferred so far
         self.held: list = []            # their arguments (keeping their handles alive)
 
     # -- armed: under the channel's lock -------------------------------------------------------------
-    def defer(self, key, args) -> str | None:
-        """Defer the launch of ``key`` if it is the next one expected, holding its ``args``
-        (the caller holds the lock); on the last one, replay. Returns the kernel id of the
-        deferred launch, or None: nothing was deferred."""
+    def defer(self, kernel, count, dim, args, shared_bytes, options) -> str | None:
+        """Defer this launch if it is the next one expected, holding its ``args`` (the caller
+        holds the lock); on the last one, replay. Returns the kernel id of the deferred launch,
+        or None: nothing was deferred."""
         position = self.position
-        if key != self.expected[position]:
+        if not self.matchers[position](kernel, count, dim, args, shared_bytes, options):
             return None
-        pending = self.channel.pending
+        channel = self.channel
         if position == 0:
-            pending[self] = None
-        kernel_id = self.sequence[position].kernel.id
+            channel.pending[self] = None
+        kernel_id = self.kernel_ids[position]
         position += 1
-        if position < len(self.expected):
+        if position < len(self.matchers):
             self.position = position
             self.held.append(args)
             return kernel_id
-        del pending[self]
+        del channel.pending[self]
         self.position = 0
         self.held = []
-        self.channel.run(auto_graph_channel.replay_or_launch, self.channel.server, self.graph,
-                         self.sequence, self.regions)
+        channel.run(auto_graph_channel.replay_or_launch, channel.server, self.graph,
+                    self.sequence, self.regions)
         return kernel_id
 
     def flush_deferred(self) -> None:
@@ -192,6 +195,8 @@ class Tracer:
             self.refused = expected
             return
         self.graph, self.expected, self.sequence = graph, expected, sequence
+        self.matchers = tuple(expectation(key, launch_key) for key in expected)
+        self.kernel_ids = tuple(req.kernel.id for req in sequence)
         self.regions = tuple({r: None for req_rec in graph.recorded
                               for r in req_rec.reads + req_rec.writes})
         server.counters["auto_graph_recorded"] += 1
@@ -249,13 +254,16 @@ class AutoGraphScope:
         return False
 
 
-def launch(client, kernel, count, dim, args, shared_bytes) -> bool:
+def launch(client, kernel, count, dim, args, shared_bytes, options, pinned) -> bool:
     """``client.launch`` while some auto_graph scope is open (on any thread): True when the launch
-    was taken care of here (deferred, or issued eagerly), False for the caller's general path."""
+    was taken care of here (deferred, or issued eagerly), False for the caller's general path.
+    ``options`` and ``pinned``: the client's options key and pinned stream (or None)."""
     server = client.server
     channel = server.channel
-    scopes = getattr(_local, "scopes", None)
-    state = scopes.get(server) if scopes else None
+    try:
+        state = _local.scopes.get(server)
+    except AttributeError:
+        state = None
     # Nothing but scopes watches launches, nobody holds the device, no capture window is open.
     quiet = (WATCHING[0] == AUTO_SCOPES[0] and server.exclusive.owner is None
              and not server.captures)
@@ -265,28 +273,33 @@ def launch(client, kernel, count, dim, args, shared_bytes) -> bool:
         # A thread without a scope (or a launch someone watches): the warm path may fire now
         # that nothing is deferred, else the caller's general path.
         return quiet and client.fire_warm(kernel, count, dim, args, shared_bytes, None, note=True)
-    stream = client.pinned
+    stream = pinned
     if stream is None:
         try:
-            stream = _thread_streams.current
+            stream = _thread_streams.current     # StreamId.current(), inlined
         except AttributeError:
             stream = StreamId.current()
     tracer = state.tracers.get(stream)
     if tracer is None:
         tracer = state.tracers[stream] = Tracer(channel, stream)
-    key = launch_key(kernel, count, dim, args, shared_bytes, client.options_key)
-    if tracer.graph is not None and key is not None:
-        with channel.lock:
+    if tracer.graph is not None:
+        lock = channel.lock
+        lock.acquire()
+        try:
             if tracer.graph is not None:
-                if len(channel.pending) > (tracer in channel.pending):
+                pending = channel.pending
+                if pending and len(pending) > (tracer in pending):
                     channel.flush(keep=tracer)     # older deferred launches go out first
-                kernel_id = tracer.defer(key, args)
+                kernel_id = tracer.defer(kernel, count, dim, args, shared_bytes, options)
                 if kernel_id is not None:
                     note_launch(kernel_id)          # gate 3
                     return True
                 tracer.flush_deferred()
+        finally:
+            lock.release()
     elif channel.pending:
         channel.flush()
+    key = launch_key(kernel, count, dim, args, shared_bytes, options)
     if key is None:
         tracer.reset()
         return False

@@ -65,6 +65,9 @@ class Graph:
         self.stream = stream
         self._recorded = tuple(recorded)
         self._memory_ids = memory_ids
+        # what a replay is ordered by, worked out once (an automatic graph replays it per iteration)
+        self._read_mems = frozenset(r[0] for rec in self._recorded for r in rec.reads)
+        self._write_mems = frozenset(w[0] for rec in self._recorded for w in rec.writes)
         self.replays = 0
 
     def __len__(self) -> int:
@@ -97,9 +100,7 @@ class Graph:
             for rec in recorded:
                 run_recorded(ledger, rec)
 
-        reads = {r[0] for rec in recorded for r in rec.reads}
-        writes = {w[0] for rec in recorded for w in rec.writes}
-        return Task(run, self.stream, "graph-replay"), reads, writes
+        return Task(run, self.stream, "graph-replay"), self._read_mems, self._write_mems
 
 
 class CaptureOps:

@@ -277,7 +277,8 @@ class Client:
         elif auto_graph.AUTO_SCOPES[0]:
             # An auto_graph scope is open somewhere (it counts in WATCHING): its tracer may defer
             # this launch, and what it deferred goes out before anything else (auto_graph.py).
-            if auto_graph.launch(self, kernel, count, dim, args, shared_bytes):
+            if auto_graph.launch(self, kernel, count, dim, args, shared_bytes, self._options_key,
+                                 self.pinned):
                 return
             quiet = fast is not None and WATCHING[0] == auto_graph.AUTO_SCOPES[0]
             as_called = (kernel, count, dim, args) if quiet else None
@@ -357,11 +358,6 @@ class Client:
                              as_called, threading.get_ident(), outcome, skipped, shared_bytes)
 
     # -- what automatic graphs (auto_graph.py) drive a launch with ----------------------------------
-    @property
-    def options_key(self) -> tuple:
-        """The client's compile options as sorted (key, value) pairs: part of a launch's identity."""
-        return self._options_key
-
     def launch_request(self, kernel, count, dim, args, shared_bytes=0) -> LaunchRequest | None:
         """Gates 0-5 of an asynchronous launch, armable by the warm path: its request (None for a
         zero grid), to hand to ``submit_launch``."""

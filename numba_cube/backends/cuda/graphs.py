@@ -59,6 +59,12 @@ class CudaGraph(Graph):
         self._graph = None
         self._exec = None
         self.nodes = 0
+        # The union of the read and write sets, worked out once: a replay (an automatic graph
+        # replays every iteration) only looks them up.
+        self._regions = (tuple({r: None for rec in self._recorded for r in rec.reads}),
+                         tuple({w: None for rec in self._recorded for w in rec.writes}))
+        self._read_mems = {r[0] for r in self._regions[0]}
+        self._write_mems = {w[0] for w in self._regions[1]}
         if recorded:
             self._build(mechanism)
 
@@ -103,8 +109,7 @@ class CudaGraph(Graph):
             raise CaptureError(f"graph replay: {len(missing)} buffer(s) used by the recording were freed")
         ledger = server.ledger
         recorded = self._recorded
-        reads = tuple({r: None for rec in recorded for r in rec.reads})
-        writes = tuple({w: None for rec in recorded for w in rec.writes})
+        reads, writes = self._regions
         graph_exec = self._exec
         driver = self._driver
         launch = driver.api.cuGraphLaunch
@@ -133,4 +138,4 @@ class CudaGraph(Graph):
                                               shared_bytes=rec.shared_bytes))
 
         task.run = run
-        return task, {r[0] for r in reads}, {w[0] for w in writes}
+        return task, self._read_mems, self._write_mems
