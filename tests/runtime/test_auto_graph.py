@@ -176,6 +176,7 @@ def test_a_failure_lands_on_the_same_buffers_with_the_same_root(client):
             assert "injected 7.0" in str(info.value.root)
         client.write(x, np.arange(8.0))
         client.write(y, np.ones(8))
+        client.sync()                               # the repair is settled too
         rx, ry = np.arange(8.0), np.ones(8)
         replays = stats(client, "auto_graph_replays")
         for _ in range(4):
