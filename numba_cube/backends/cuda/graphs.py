@@ -20,7 +20,8 @@ and write sets (a refused ``cuGraphLaunch`` fails the write set). If one does, t
 scope instead, launched eagerly through its packed launch, so skipping and propagation are exactly those of
 the same launches made one by one.
 
-A dynamic-count launch can be recorded only in its device-count form (``dynamic.py``): the
+A debug kernel (``debug=True``: its exceptions are read back after each launch) cannot be
+recorded: ``CaptureError``. A dynamic-count launch can be recorded only in its device-count form (``dynamic.py``): the
 read-back form needs the host in the middle of the graph, so recording it dooms the capture.
 """
 
@@ -69,6 +70,14 @@ class CudaGraph(Graph):
             self._build(mechanism)
 
     def _build(self, mechanism) -> None:
+        for rec in self._recorded:
+            # A debug kernel's exception flag is cleared before and read back after each launch
+            # (kernel_exceptions.py): inside a graph nobody would read it, and a raised exception
+            # would be lost.
+            if getattr(getattr(rec.artifact, "kernel", None), "exceptions", None) is not None:
+                raise CaptureError(f"launch of {rec.kernel_id}: a debug=True kernel cannot be "
+                                   "recorded into a CUDA graph (its exceptions are read back "
+                                   "after each launch)")
         driver = self._driver
         mechanism.activate()
         capture_stream = mechanism.capture_stream()
