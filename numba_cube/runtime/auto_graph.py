@@ -195,7 +195,7 @@ class Tracer:
             self.refused = expected
             return
         self.graph, self.expected, self.sequence = graph, expected, sequence
-        self.matchers = tuple(expectation(key, launch_key) for key in expected)
+        self.matchers = tuple(expectation(key, launch_key, server) for key in expected)
         self.kernel_ids = tuple(req.kernel.id for req in sequence)
         self.regions = tuple({r: None for req_rec in graph.recorded
                               for r in req_rec.reads + req_rec.writes})

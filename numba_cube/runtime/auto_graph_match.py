@@ -17,18 +17,21 @@ from .handle import Handle
 __all__ = ["expectation"]
 
 
-def expectation(key: tuple, launch_key):
+def expectation(key: tuple, launch_key, server):
     """``matches(kernel, count, dim, args, shared_bytes, options) -> bool`` for the launch whose
-    key is ``key`` (made by ``launch_key``, which is the fallback)."""
+    key is ``key`` (made by ``launch_key``, which is the fallback) on ``server``. A handle matches
+    by its binding's value *and* its device: a binding is plain numbers, which a handle of another
+    device could repeat (the client refuses such a handle: it must take the general path)."""
     kernel, count, dim, shared_bytes, options = key[:5]
     expected_args = key[5:]
     simple = type(count) is int and type(dim) is int
     names = {"K": kernel, "C": count, "D": dim, "S": shared_bytes, "O": options, "Handle": Handle,
-             "KEY": key, "launch_key": launch_key}
+             "KEY": key, "launch_key": launch_key, "SERVER": server}
     tests = []
     for i, e in enumerate(expected_args):
         if type(e) is not tuple:                    # a binding: the handle's
-            tests.append(f"type(a{i}) is Handle and a{i}.binding() == e{i}")
+            tests.append(f"type(a{i}) is Handle and a{i}.binding() == e{i} "
+                         f"and a{i}.server is SERVER")
         elif e[0] in (int, bool):
             tests.append(f"type(a{i}) is t{i} and a{i} == v{i}")
             names[f"t{i}"], names[f"v{i}"] = e
@@ -41,7 +44,8 @@ def expectation(key: tuple, launch_key):
     n = len(expected_args)
     if not simple:
         src = ("def matches(kernel, count, dim, args, shared_bytes, options):\n"
-               "    return launch_key(kernel, count, dim, args, shared_bytes, options) == KEY\n")
+               "    return launch_key(kernel, count, dim, args, shared_bytes, options) == KEY \\\n"
+               "        and all(a.server is SERVER for a in args if type(a) is Handle)\n")
     else:
         unpack = ""
         if n:

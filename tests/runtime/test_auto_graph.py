@@ -312,3 +312,19 @@ def test_two_threads_in_scopes_each_compute_their_own_loop(client):
     for got_x, got_y, rx, ry in results.values():
         np.testing.assert_array_equal(got_x, rx)
         np.testing.assert_array_equal(got_y, ry)
+
+
+def test_a_handle_of_another_device_is_refused_in_an_armed_loop(devices):
+    """A handle of another device whose binding repeats the expected one number for number is
+    still refused with ForeignHandleError, as the client's gate refuses it without auto graphs."""
+    client, other = devices.fresh(), devices.fresh()
+    x = client.create(np.ones(4))
+    foreign = other.create(np.ones(4))
+    assert foreign.binding() == x.binding()          # the same plain numbers
+    with client.auto_graph():
+        for _ in range(4):
+            client.launch(scale, 1, 1, 2.0, x)
+        with pytest.raises(cube.ForeignHandleError):
+            client.launch(scale, 1, 1, 2.0, foreign)
+    np.testing.assert_array_equal(client.read(x), np.full(4, 16.0))
+    np.testing.assert_array_equal(other.read(foreign), np.ones(4))
