@@ -167,8 +167,13 @@ class Tracer:
         if period and keys[n - period] == key:
             self.run += 1
         else:
-            previous = self.seen.get(key)
-            period = self.candidate = 0 if previous is None else n - previous
+            try:
+                previous = self.seen.get(key)
+            except TypeError:           # an unhashable option value: not traced
+                self.reset()
+                return
+            period = 0 if previous is None or n - previous > MAX_PERIOD else n - previous
+            self.candidate = period
             run = 0
             if period:
                 while run < period and n - run - period >= 0 \
@@ -178,7 +183,7 @@ class Tracer:
         self.seen[key] = n
         if period and self.run >= period:
             self._arm(period)
-        elif n + 1 >= 4 * MAX_PERIOD or period > MAX_PERIOD:
+        elif n + 1 >= 4 * MAX_PERIOD:
             self.reset()                # bounded: a program that never repeats
 
     def _arm(self, period: int) -> None:
@@ -297,15 +302,15 @@ def launch(client, kernel, count, dim, args, shared_bytes, options, pinned) -> b
                 tracer.flush_deferred()
         finally:
             lock.release()
-    elif channel.pending:
-        channel.flush()
     key = launch_key(kernel, count, dim, args, shared_bytes, options)
     if key is None:
         tracer.reset()
-        return False
+        return False                    # (the general path flushes what is deferred)
     req = client.launch_request(kernel, count, dim, args, shared_bytes)
     if req is None:
         return True                     # a zero grid: nothing happens, nothing to trace
+    if channel.pending:
+        channel.flush()                 # the warm path does not go through the channel
     if not client.fire_warm(kernel, count, dim, args, shared_bytes, stream):
         client.submit_launch(req)
     tracer.traced(key, req)

@@ -8,6 +8,7 @@ import threading
 
 import numpy as np
 import pytest
+from numba import cuda
 
 import numba_cube as cube
 from numba_cube import CaptureError, LaunchFailure
@@ -328,3 +329,55 @@ def test_a_handle_of_another_device_is_refused_in_an_armed_loop(devices):
             client.launch(scale, 1, 1, 2.0, foreign)
     np.testing.assert_array_equal(client.read(x), np.full(4, 16.0))
     np.testing.assert_array_equal(other.read(foreign), np.ones(4))
+
+
+def test_a_period_is_found_with_a_repeated_kernel_inside_it(client):
+    """A sequence in which the same launch occurs twice (a, b, a, c) is still recognised as one
+    period of four, recorded and replayed, with NumPy's results."""
+    x, y = client.create(np.arange(8.0)), client.create(np.ones(8))
+    rx, ry = np.arange(8.0), np.ones(8)
+    with client.auto_graph():
+        for _ in range(8):
+            client.launch(scale, 1, 1, 0.5, x)
+            client.launch(axpy, 1, 1, 1.0, x, y)
+            client.launch(scale, 1, 1, 0.5, x)
+            client.launch(axpy, 1, 1, -1.0, y, x)
+            rx = 0.5 * rx
+            ry = rx + ry
+            rx = 0.5 * rx
+            rx = -ry + rx
+    assert stats(client, "auto_graph_replays") == 6
+    np.testing.assert_array_equal(client.read(x), rx)
+    np.testing.assert_array_equal(client.read(y), ry)
+
+
+@cube.kernel
+def cuda_axpy(a, x, y):
+    i = cuda.grid(1)
+    if i < y.size:
+        y[i] = a * x[i] + y[i]
+
+
+def test_the_cpu_backend_replays_its_software_graph():
+    """On the real CPU backend (Numba-compiled, with its warm path) a loop in a scope is replayed
+    from a software graph, and computes NumPy's result; a numba-style launch in the middle (which
+    is synchronous) sees the deferred launches."""
+    client = cube.client("cpu")
+    with cube.stream():
+        x, y = client.create(np.arange(64.0)), client.create(np.zeros(64))
+        rx, ry = np.arange(64.0), np.zeros(64)
+        before = client.server.stats["auto_graph_replays"]
+        with client.auto_graph():
+            for _ in range(6):
+                client.launch(cuda_axpy, 2, 32, 0.5, x, y)
+                client.launch(cuda_axpy, 2, 32, 0.25, y, x)
+                ry = 0.5 * rx + ry
+                rx = 0.25 * ry + rx
+            client.launch(cuda_axpy, 2, 32, 0.5, x, y)          # deferred
+            ry = 0.5 * rx + ry
+            with client:
+                cuda_axpy[2, 32](1.0, y, x)                     # synchronous, sees it
+            rx = ry + rx
+        assert client.server.stats["auto_graph_replays"] - before == 4
+        np.testing.assert_array_equal(client.read(x), rx)
+        np.testing.assert_array_equal(client.read(y), ry)
