@@ -26,6 +26,9 @@ per-launch work (no channel hop, no cache lookup, no dependency registration per
 dispatch still runs inside an execute scope, so a failure during a replay is recorded on buffers
 like any other.
 
+``record_launches`` makes the same graph from launch requests that already ran eagerly, without a
+window: what an automatic graph replays (``auto_graph.py``).
+
 What ``replay`` checks: every buffer the recording used is still allocated (else
 ``CaptureError``); the replay is ordered against other streams' work on those buffers like a
 launch. What it cannot check: that a buffer freed and re-created reads as the *same* data — the

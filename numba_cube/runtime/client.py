@@ -21,6 +21,10 @@ The gates of a launch, in this order:
 6. the launch is submitted, asynchronously (``launch``), or blocking, handing back its own
    outcome (``launch_and_wait``: the numba-style launch, which is synchronous by contract).
 
+Inside ``with client.auto_graph():`` a launch meets this thread's tracer first (``auto_graph.py``):
+a launch that continues a repeating sequence is deferred (the gates were passed when the sequence
+was traced, with the same arguments), anything else goes through the gates as above.
+
 A failure that no buffer can carry (the launch writes nothing) is reported as an
 ``UnrecordedFailureWarning`` by this thread's next ``read``/``read_many``/``sync_buffers`` and by
 any thread's next ``sync()`` (``outcomes.py`` says why there).

@@ -1,4 +1,4 @@
-"""CUDA graphs from capture windows (CONTRACT.md section 6).
+"""CUDA graphs from capture windows and automatic graphs (CONTRACT.md sections 6 and 6.1).
 
 The runtime's capture state machine (``runtime/capture.py``) is shared with the CPU backend: it
 records, between ``start_capture`` and ``stop_capture``, the *resolved* dispatches (``Recorded``:
@@ -12,6 +12,10 @@ it through its packed launch (the driver records kernel nodes instead of running
 are copied at that point), ``cuStreamEndCapture``, ``cuGraphInstantiate``. ``graph.replay()`` is
 one ``cuGraphLaunch`` on the CUDA stream of the stream id the capture was made on: one dispatch
 for the whole recording, ordered against other streams' work on its buffers like a launch.
+
+An automatic graph (``runtime/auto_graph.py``) is the same object, made from a traced sequence's
+dispatches by ``runtime/capture.record_launches`` and replayed once per matched iteration; its
+read and write unions are therefore worked out once, at construction.
 
 What ``replay`` does with the ledger: the recording's buffers are checked first. If no buffer it
 reads carries a failure, the whole graph runs inside one execute scope over the union of the read
