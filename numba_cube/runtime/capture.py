@@ -26,6 +26,9 @@ per-launch work (no channel hop, no cache lookup, no dependency registration per
 dispatch still runs inside an execute scope, so a failure during a replay is recorded on buffers
 like any other.
 
+``record_launches`` makes the same graph from launch requests that already ran eagerly, without a
+window: what an automatic graph replays (``auto_graph.py``).
+
 What ``replay`` checks: every buffer the recording used is still allocated (else
 ``CaptureError``); the replay is ordered against other streams' work on those buffers like a
 launch. What it cannot check: that a buffer freed and re-created reads as the *same* data — the
@@ -40,8 +43,9 @@ from typing import Any
 from ..errors import CaptureError
 from .dispatch import Recorded, run_recorded
 from .host_streams import Task
+from .requests import refused_launch_text
 
-__all__ = ["CaptureState", "Graph", "CaptureOps"]
+__all__ = ["CaptureState", "Graph", "CaptureOps", "record_launches"]
 
 
 @dataclass
@@ -64,10 +68,23 @@ class Graph:
         self.stream = stream
         self._recorded = tuple(recorded)
         self._memory_ids = memory_ids
+        # what a replay is ordered by, worked out once (an automatic graph replays it per iteration)
+        self._read_mems = frozenset(r[0] for rec in self._recorded for r in rec.reads)
+        self._write_mems = frozenset(w[0] for rec in self._recorded for w in rec.writes)
         self.replays = 0
 
     def __len__(self) -> int:
         return len(self._recorded)
+
+    @property
+    def recorded(self) -> tuple:
+        """The recorded dispatches, in order."""
+        return self._recorded
+
+    @property
+    def memory_ids(self) -> frozenset:
+        """The memory ids of every buffer the recording uses."""
+        return self._memory_ids
 
     def replay(self) -> None:
         """Queue one run of every recorded dispatch, in order, as one task (asynchronous)."""
@@ -86,9 +103,7 @@ class Graph:
             for rec in recorded:
                 run_recorded(ledger, rec)
 
-        reads = {r[0] for rec in recorded for r in rec.reads}
-        writes = {w[0] for rec in recorded for w in rec.writes}
-        return Task(run, self.stream, "graph-replay"), reads, writes
+        return Task(run, self.stream, "graph-replay"), self._read_mems, self._write_mems
 
 
 class CaptureOps:
@@ -144,3 +159,39 @@ class CaptureOps:
         deps = self.hazards.register(task, reads, writes)
         self.streams.enqueue(task, deps)
         self.counters["replays"] += 1
+
+
+def record_launches(server, stream, requests: tuple):
+    """The graph of ``requests`` (launch requests already made once, eagerly), recorded without
+    running anything: what an automatic graph replays (``auto_graph.py``). Runs on the device's
+    channel. None when the sequence cannot be a graph that
+    behaves as its eager launches: a capture window is open on ``stream`` (the two must not
+    interfere), a launch does not compile or is refused, writes no buffer (the graph could not
+    report its failure), or cannot be captured by the mechanism (a read-back dynamic count, a
+    debug kernel on CUDA: ``CaptureError`` from ``mechanism.graph``).
+
+    Unlike a capture window, an input failed *now* does not refuse the recording: the replay
+    runs the eager launches instead while one is (``auto_graph_channel.replay_or_launch``)."""
+    if stream in server.captures:
+        return None
+    if server.pending_frees:
+        server.drain_frees()
+    mechanism = server.mechanism
+    mechanism.prepare()
+    recorded = []
+    for req in requests:
+        bound = server.bound_launch(req)
+        error = bound.error if bound.error is not None else mechanism.refusal(req, bound)
+        if error is not None or not bound.writes:
+            return None
+        rec = mechanism.dispatch(req, bound, True)
+        if rec.report is not None or mechanism.not_capturable(req, bound, rec) is not None:
+            return None
+        recorded.append(rec)
+    memory_ids = frozenset(r[0] for rec in recorded for r in rec.reads + rec.writes)
+    if not all(m in server.memory for m in memory_ids):
+        return None
+    try:
+        return mechanism.graph(stream, recorded, memory_ids)
+    except CaptureError:
+        return None

@@ -21,6 +21,10 @@ The gates of a launch, in this order:
 6. the launch is submitted, asynchronously (``launch``), or blocking, handing back its own
    outcome (``launch_and_wait``: the numba-style launch, which is synchronous by contract).
 
+Inside ``with client.auto_graph():`` a launch meets this thread's tracer first (``auto_graph.py``):
+a launch that continues a repeating sequence is deferred (the gates were passed when the sequence
+was traced, with the same arguments), anything else goes through the gates as above.
+
 A failure that no buffer can carry (the launch writes nothing) is reported as an
 ``UnrecordedFailureWarning`` by this thread's next ``read``/``read_many``/``sync_buffers`` and by
 any thread's next ``sync()`` (``outcomes.py`` says why there).
@@ -35,7 +39,7 @@ import numpy as np
 
 from ..errors import ForeignHandleError, LaunchArgumentError
 from ..kernel.kernel import Kernel, kernel as make_kernel
-from . import observers, profiling
+from . import auto_graph, observers, profiling
 from .arguments import bind_arguments
 from .geometry import CubeCount, CubeDim, dynamic_shared_bytes
 from .array_like import set_host_reader
@@ -274,6 +278,14 @@ class Client:
                 note_launch(kernel_id)                      # gate 3
                 return
             as_called = (kernel, count, dim, args)
+        elif auto_graph.AUTO_SCOPES[0]:
+            # An auto_graph scope is open somewhere (it counts in WATCHING): its tracer may defer
+            # this launch, and what it deferred goes out before anything else (auto_graph.py).
+            if auto_graph.launch(self, kernel, count, dim, args, shared_bytes, self._options_key,
+                                 self.pinned):
+                return
+            quiet = fast is not None and WATCHING[0] == auto_graph.AUTO_SCOPES[0]
+            as_called = (kernel, count, dim, args) if quiet else None
         else:
             as_called = None
         req = self._request(kernel, count, dim, args, as_called, None, shared_bytes)
@@ -349,6 +361,32 @@ class Client:
         return LaunchRequest(kernel, count, dim, bound, count_binding, stream, mode, self._options_key,
                              as_called, threading.get_ident(), outcome, skipped, shared_bytes)
 
+    # -- what automatic graphs (auto_graph.py) drive a launch with ----------------------------------
+    def launch_request(self, kernel, count, dim, args, shared_bytes=0) -> LaunchRequest | None:
+        """Gates 0-5 of an asynchronous launch, armable by the warm path: its request (None for a
+        zero grid), to hand to ``submit_launch``."""
+        return self._request(kernel, count, dim, args, (kernel, count, dim, args), None,
+                             shared_bytes)
+
+    def submit_launch(self, req: LaunchRequest) -> None:
+        """Gate 6 of an asynchronous launch made by ``launch_request``."""
+        self._submit(req, blocking=False)
+
+    def fire_warm(self, kernel, count, dim, args, shared_bytes, stream=None,
+                  note: bool = False) -> bool:
+        """The warm path alone (``server.fast_launch``): True when it ran the launch; ``note``
+        appends it to the launched log (gate 3) then. ``stream`` defaults to the client's."""
+        fast = self._fast
+        if fast is None or self.server.exclusive.owner is not None:
+            return False
+        kernel_id = fast(kernel, count, dim, args, self.stream_id if stream is None else stream,
+                         self._options_key, shared_bytes)
+        if kernel_id is None:
+            return False
+        if note:
+            note_launch(kernel_id)
+        return True
+
     def _submit(self, req: LaunchRequest, blocking: bool):
         server = self.server
         try:
@@ -395,6 +433,13 @@ class Client:
         """Close the window and return the ``Graph``; ``CaptureError`` names the first refused
         operation if anything inside the window was refused."""
         return self.server.channel.call(self.server.op_stop_capture, self.stream_id)
+
+    def auto_graph(self) -> "auto_graph.AutoGraphScope":
+        """``with client.auto_graph():`` -- on this thread, a sequence of ``launch`` calls that
+        repeats (same kernels, bindings, scalars, geometry, stream) is recorded once and replayed
+        as one graph; anything else flushes what was deferred first, so every guarantee of eager
+        launches holds (CONTRACT.md section 6.1, ``auto_graph.py``)."""
+        return auto_graph.AutoGraphScope(self.server)
 
     def profile(self, fn):
         """Run ``fn()``; return ``(result, durations)``, one ``KernelTiming`` per launch it issued

@@ -1,4 +1,4 @@
-"""CUDA graphs from capture windows (CONTRACT.md section 6).
+"""CUDA graphs from capture windows and automatic graphs (CONTRACT.md sections 6 and 6.1).
 
 The runtime's capture state machine (``runtime/capture.py``) is shared with the CPU backend: it
 records, between ``start_capture`` and ``stop_capture``, the *resolved* dispatches (``Recorded``:
@@ -13,6 +13,10 @@ are copied at that point), ``cuStreamEndCapture``, ``cuGraphInstantiate``. ``gra
 one ``cuGraphLaunch`` on the CUDA stream of the stream id the capture was made on: one dispatch
 for the whole recording, ordered against other streams' work on its buffers like a launch.
 
+An automatic graph (``runtime/auto_graph.py``) is the same object, made from a traced sequence's
+dispatches by ``runtime/capture.record_launches`` and replayed once per matched iteration; its
+read and write unions are therefore worked out once, at construction.
+
 What ``replay`` does with the ledger: the recording's buffers are checked first. If no buffer it
 reads carries a failure, the whole graph runs inside one execute scope over the union of the read
 and write sets (a refused ``cuGraphLaunch`` fails the write set). If one does, the hardware graph
@@ -20,7 +24,8 @@ and write sets (a refused ``cuGraphLaunch`` fails the write set). If one does, t
 scope instead, launched eagerly through its packed launch, so skipping and propagation are exactly those of
 the same launches made one by one.
 
-A dynamic-count launch can be recorded only in its device-count form (``dynamic.py``): the
+A debug kernel (``debug=True``: its exceptions are read back after each launch) cannot be
+recorded: ``CaptureError``. A dynamic-count launch can be recorded only in its device-count form (``dynamic.py``): the
 read-back form needs the host in the middle of the graph, so recording it dooms the capture.
 """
 
@@ -59,10 +64,24 @@ class CudaGraph(Graph):
         self._graph = None
         self._exec = None
         self.nodes = 0
+        # The union of the read and write sets, worked out once: a replay (an automatic graph
+        # replays every iteration) only looks them up.
+        self._regions = (tuple({r: None for rec in self._recorded for r in rec.reads}),
+                         tuple({w: None for rec in self._recorded for w in rec.writes}))
+        self._read_mems = {r[0] for r in self._regions[0]}
+        self._write_mems = {w[0] for w in self._regions[1]}
         if recorded:
             self._build(mechanism)
 
     def _build(self, mechanism) -> None:
+        for rec in self._recorded:
+            # A debug kernel's exception flag is cleared before and read back after each launch
+            # (kernel_exceptions.py): inside a graph nobody would read it, and a raised exception
+            # would be lost.
+            if getattr(getattr(rec.artifact, "kernel", None), "exceptions", None) is not None:
+                raise CaptureError(f"launch of {rec.kernel_id}: a debug=True kernel cannot be "
+                                   "recorded into a CUDA graph (its exceptions are read back "
+                                   "after each launch)")
         driver = self._driver
         mechanism.activate()
         capture_stream = mechanism.capture_stream()
@@ -103,8 +122,7 @@ class CudaGraph(Graph):
             raise CaptureError(f"graph replay: {len(missing)} buffer(s) used by the recording were freed")
         ledger = server.ledger
         recorded = self._recorded
-        reads = tuple({r: None for rec in recorded for r in rec.reads})
-        writes = tuple({w: None for rec in recorded for w in rec.writes})
+        reads, writes = self._regions
         graph_exec = self._exec
         driver = self._driver
         launch = driver.api.cuGraphLaunch
@@ -133,4 +151,4 @@ class CudaGraph(Graph):
                                               shared_bytes=rec.shared_bytes))
 
         task.run = run
-        return task, {r[0] for r in reads}, {w[0] for w in writes}
+        return task, self._read_mems, self._write_mems
