@@ -159,19 +159,23 @@ class WarmPath:
             return None     # 64.0 == 64 matched: the general path refuses what is not an int
         channel = self._channel
         with channel.lock:
-            # InlineChannel.call's bookkeeping, inlined: a handle's finalizer that the garbage
-            # collector runs inside this block defers its operation until we are done.
-            channel.enter()
+            # InlineChannel.call's bookkeeping, inlined (``enter``/``leave`` written out, a method
+            # call each less): a handle's finalizer that the garbage collector runs inside this
+            # block defers its operation until we are done.
+            channel.depth += 1
             try:
                 # Steps 2-4 of the module docstring. Every ``return None`` comes before anything
                 # was changed. (One function with the match above: it saves a call frame.)
                 if self._pending_frees:
                     self._drain_frees()
                 streams = self._streams
-                if self._captures or armed.cs.retired:
+                cs = armed.cs
+                if self._captures or cs.retired:
                     return None
                 ledger = self._ledger
-                if ledger.first_failure(armed.regions) is not None:
+                # ``failed_memories`` empty: nothing failed anywhere (first_failure's own test,
+                # without its call).
+                if ledger.failed_memories and ledger.first_failure(armed.regions) is not None:
                     return None
                 packed = armed.packed
                 if packed.pack is not None:
@@ -179,10 +183,12 @@ class WarmPath:
                         packed.pack(args)
                     except Exception:  # noqa: BLE001 - out of range: the general path says so
                         return None
-                cs = armed.cs
-                task = WarmTask(armed.stream, cs, streams, next(self._task_ids))
+                seq = cs.seq + 1
+                task = WarmTask(armed.stream, cs, streams, next(self._task_ids), seq)
                 hazards = self._hazards
-                if not armed.crossed and hazards.register_solo(task, armed.read_states, armed.write_states):
+                # The entry is register_solo's owner: a repeat with no other registration in
+                # between is a renewal (hazards.py, "Renewal").
+                if not armed.crossed and hazards.register_solo(task, armed.read_states, armed.write_states, armed):
                     deps = None
                 else:
                     # A buffer another stream still uses: the full walk finds what to wait for,
@@ -191,8 +197,7 @@ class WarmPath:
                     # alternates streams always does; register_solo would only say no first).
                     deps = hazards.register_states(task, armed.read_states, armed.write_states)
                     armed.crossed = bool(deps)
-                cs.seq += 1
-                task.seq = cs.seq
+                cs.seq = seq
                 cs.tail = task
                 if deps:
                     streams.wait_for(cs, deps)
@@ -214,7 +219,9 @@ class WarmPath:
                 self._fired += 1
                 return armed.kernel_id
             finally:
-                channel.leave()
+                channel.depth -= 1            # InlineChannel.leave, inlined
+                if not channel.depth and channel.deferred:
+                    channel.run_deferred()
 
     def arm(self, req, bound, cs) -> None:
         """After a general launch that ran: make the next identical one warm, if it can be."""

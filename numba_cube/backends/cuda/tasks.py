@@ -166,8 +166,9 @@ class WarmTask:
     label = "warm-launch"
     duration = None
 
-    def __init__(self, stream, cs, streams, task_id):
+    def __init__(self, stream, cs, streams, task_id, seq=0):
         self.stream = stream
+        self.seq = seq               # its position in ``cs`` (set by the warm path when it is issued)
         self.cs = cs
         self.executor = streams
         self.task_id = task_id
