@@ -19,7 +19,9 @@ geometry, dynamic shared memory size, options and stream *fires* it:
    - a failure in the ledger on any of its regions (the general path skips or repairs);
    - its stream's CUDA stream recycled (``retired``: it would then serve another stream id);
 3. dependencies: if every buffer is used by this stream only (``HazardTracker.register_solo``)
-   there is nothing to wait for; otherwise (or straight away when the entry's last launch had to
+   there is nothing to wait for (and when this entry made the last registration of the device,
+   nothing can have changed since: the tracker renews it without asking any buffer, see
+   "Renewal" in ``runtime/hazards.py``); otherwise (or straight away when the entry's last launch had to
    wait) the full walk (``register_states``) names the tasks of other
    streams to wait for, and the stream waits for them on the device (``CudaStreams.wait_for``);
 4. the scalars are packed into the packed launch's parameter block and the kernel is launched. No
