@@ -32,12 +32,14 @@ finished entries of other streams so that a buffer becomes solo again once they 
 Renewal (``register_solo``'s ``owner``). A warm launch that repeats itself in a loop finds its
 buffers exactly as its own previous launch left them, unless some other registration came in
 between. So the tracker remembers who made the last registration (``last_solo``: the ``owner``
-of the last ``register_solo`` that succeeded, None after anything else that changes a state:
-``register``, ``register_states``, a ``register_solo`` that fails or names another owner,
-``forget``). When the same owner registers again, every one of its buffers is still solo on its
-stream, its written buffers have no readers and nothing can have to be waited for: only the
-task is moved in, without asking any buffer. Any doubt (another owner, anything in between)
-means the full check.
+of the last ``register_solo`` that succeeded, None after anything else that changes a state or
+hands a task out: ``register``, ``register_states``, a ``register_solo`` that fails or names
+another owner, ``forget``, ``writer_of``, ``users_of``). When the same owner registers again,
+every one of its buffers is still solo on its stream, its written buffers have no readers and
+nothing can have to be waited for: only the task is moved in, without asking any buffer. Any
+doubt (another owner, anything in between) means the full check. While ``last_solo`` is still
+the owner, nobody outside the tracker was handed the tasks its states hold: the CUDA warm path
+relies on that to let its last task stand for the next launch (``WarmTask.renew``).
 """
 
 from __future__ import annotations
@@ -223,6 +225,7 @@ class HazardTracker:
 
     def writer_of(self, mem: int):
         """The last unfinished task that writes ``mem`` (what a read must wait for), or None."""
+        self.last_solo = None         # it hands a task out (the CUDA warm path's WarmTask.renew)
         st = self._buffers.get(mem)
         if st is None or st.writer is None or st.writer.done:
             return None
@@ -230,6 +233,7 @@ class HazardTracker:
 
     def users_of(self, mem: int) -> list:
         """Every unfinished task that may still touch ``mem`` (what a free or a host write waits for)."""
+        self.last_solo = None         # it hands tasks out (the CUDA warm path's WarmTask.renew)
         st = self._buffers.get(mem)
         if st is None:
             return []

@@ -77,7 +77,7 @@ class WarmLaunch:
 
     __slots__ = ("count", "dim", "grid", "block", "match", "matcher", "stream", "options", "cs",
                  "source", "packed", "fire", "read_states", "write_states", "regions",
-                 "kernel_id", "shared_bytes", "crossed", "__weakref__")
+                 "kernel_id", "shared_bytes", "crossed", "last_task", "__weakref__")
 
     def __init__(self, count, dim, grid, block, match, stream, options, cs, bound, read_states,
                  write_states, kernel_id, shared_bytes=0):
@@ -104,6 +104,7 @@ class WarmLaunch:
         self.regions = bound.reads + bound.writes   # what the ledger is asked about, per launch
         self.kernel_id = kernel_id
         self.crossed = False            # its last launch waited for another stream (see fast_launch)
+        self.last_task = None           # the task of its last launch that register_solo accepted
 
 
 
@@ -186,19 +187,31 @@ class WarmPath:
                     except Exception:  # noqa: BLE001 - out of range: the general path says so
                         return None
                 seq = cs.seq + 1
-                task = WarmTask(armed.stream, cs, streams, next(self._task_ids), seq)
                 hazards = self._hazards
-                # The entry is register_solo's owner: a repeat with no other registration in
-                # between is a renewal (hazards.py, "Renewal").
-                if not armed.crossed and hazards.register_solo(task, armed.read_states, armed.write_states, armed):
+                task = armed.last_task
+                if hazards.last_solo is armed and task is not None and task.renew(seq):
+                    # This entry made the device's last registration and nobody was handed its
+                    # task since (hazards.py, "Renewal"; WarmTask.renew): the states already
+                    # name that task, which now stands for this launch. No task, no walk.
                     deps = None
                 else:
-                    # A buffer another stream still uses: the full walk finds what to wait for,
-                    # and the stream waits for it on the device, as the general path does. An
-                    # entry whose last launch needed it goes there straight away (a chain that
-                    # alternates streams always does; register_solo would only say no first).
-                    deps = hazards.register_states(task, armed.read_states, armed.write_states)
-                    armed.crossed = bool(deps)
+                    task = WarmTask(armed.stream, cs, streams, next(self._task_ids), seq)
+                    # The entry is register_solo's owner: a repeat with no other registration in
+                    # between is renewed there (its states are not asked).
+                    if not armed.crossed and hazards.register_solo(
+                            task, armed.read_states, armed.write_states, armed):
+                        deps = None
+                        armed.last_task = task
+                        cs.renewable = task   # until anybody is handed it (WarmTask.renew)
+                    else:
+                        # A buffer another stream still uses: the full walk finds what to wait
+                        # for, and the stream waits for it on the device, as the general path
+                        # does. An entry whose last launch needed it goes there straight away (a
+                        # chain that alternates streams always does; register_solo would only
+                        # say no first).
+                        deps = hazards.register_states(task, armed.read_states, armed.write_states)
+                        armed.crossed = bool(deps)
+                        cs.renewable = None
                 cs.seq = seq
                 cs.tail = task
                 if deps:

@@ -175,6 +175,19 @@ class WarmTask:
         self._done = False
         self.mark = None             # the CudaTask or StreamMark whose event covers it, once needed
 
+    def renew(self, seq: int) -> bool:
+        """Stand for the next launch of the same warm entry, at position ``seq`` of its stream,
+        instead of a new task: only while nobody but the hazard tracker's states can hold this
+        task (it is its stream's ``renewable``: no reader, sync, free or other stream was handed
+        it, so no thread can be asking ``done`` or ``wait`` about the older position) and
+        nothing was learnt about it (no event, not known done). Under the device lock. False:
+        the caller makes a new task."""
+        cs = self.cs
+        if cs.renewable is not self or self._done or self.mark is not None:
+            return False
+        self.seq = seq
+        return True
+
     @property
     def settled(self) -> bool:
         """Known to be done already (without asking any event)."""
