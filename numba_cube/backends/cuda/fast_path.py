@@ -18,12 +18,13 @@ geometry, dynamic shared memory size, options and stream *fires* it:
    - a capture window open on the device (launches there are recorded, not run);
    - a failure in the ledger on any of its regions (the general path skips or repairs);
    - its stream's CUDA stream recycled (``retired``: it would then serve another stream id);
-3. dependencies: if every buffer is used by this stream only (``HazardTracker.register_solo``)
-   there is nothing to wait for (and when this entry made the last registration of the device,
-   nothing can have changed since: the tracker renews it without asking any buffer, see
-   "Renewal" in ``runtime/hazards.py``); otherwise (or straight away when the entry's last launch had to
-   wait) the full walk (``register_states``) names the tasks of other
-   streams to wait for, and the stream waits for them on the device (``CudaStreams.wait_for``);
+3. dependencies: when this entry made the device's last registration and nobody has been handed
+   its last task since (``hazards.py``, "Renewal"; ``WarmTask.renew``), that task stands for
+   this launch too: no task is made and the tracker is not called (a loop of one kernel on one
+   stream). Else if every buffer is used by this stream only (``HazardTracker.register_solo``)
+   there is nothing to wait for; otherwise (or straight away when the entry's last launch had
+   to wait) the full walk (``register_states``) names the tasks of other streams to wait for,
+   and the stream waits for them on the device (``CudaStreams.wait_for``);
 4. the scalars are packed into the packed launch's parameter block and the kernel is launched. No
    event is recorded: the launch's ``WarmTask`` gets one only when somebody must wait for it
    (``tasks.WarmTask``), which a loop of launches on one stream never needs. The current

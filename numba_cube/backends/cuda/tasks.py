@@ -6,6 +6,13 @@ stream of its stream id and follows with an event; ``done`` and ``wait`` answer 
 has no event of its own until somebody must wait for it, and then it is covered by the stream's
 ``StreamMark``, one event per stream recorded again whenever a newer position must be waited
 for. The tasks have the interface of the runtime's ``host_streams.Task``.
+
+A warm task nobody has been handed yet (its stream's ``CuStream.renewable``) may stand for the
+next launch of the same warm entry instead of a new task (``WarmTask.renew``). Every way a task
+leaves the device lock clears either that (``CudaStreams``: a new tail, ``flush_all``, an event
+asked for) or the hazard tracker's ``last_solo`` (its answers: ``writer_of``, ``users_of``, the
+dependencies of a registration), and the warm path renews only with both intact, so no thread
+can hold the task while its position moves.
 """
 
 from __future__ import annotations
