@@ -106,13 +106,15 @@ class InlineChannel:
         # holds the lock (so a plain attribute, no thread-local lookup on the launch path); other
         # threads ask the lock itself whether they are inside (``_is_owned``).
         self.depth = 0
-        self._deferred: list = []
+        # The submissions deferred until the outermost operation ends (public, like ``depth``,
+        # for a hot path that inlines ``enter``/``leave``: see ``leave``).
+        self.deferred: list = []
 
     alive = True
 
     def submit(self, fn, *args) -> None:
         if self.lock._is_owned():
-            self._deferred.append((fn, args))   # nested in an operation of this thread
+            self.deferred.append((fn, args))   # nested in an operation of this thread
             return
         try:
             self.call(fn, *args)
@@ -139,7 +141,7 @@ class InlineChannel:
             finally:
                 self.lock.release()
             return
-        self._deferred.append((fn, args))
+        self.deferred.append((fn, args))
 
     def call(self, fn, *args):
         with self.lock:
@@ -157,15 +159,17 @@ class InlineChannel:
 
     def leave(self) -> None:
         """End an operation begun by ``enter`` (or ``call``): the outermost one runs what
-        finalizers submitted meanwhile."""
+        finalizers submitted meanwhile. A hot path may inline the pair as ``channel.depth += 1``
+        and ``channel.depth -= 1; if not channel.depth and channel.deferred:
+        channel.run_deferred()`` (two method calls less), which is exactly this."""
         self.depth -= 1
-        if self.depth == 0 and self._deferred:
+        if self.depth == 0 and self.deferred:
             self.run_deferred()
 
     def run_deferred(self) -> None:
         """Run the submissions deferred during the outermost operation (the lock is held)."""
-        while self._deferred:
-            fn, args = self._deferred.pop(0)
+        while self.deferred:
+            fn, args = self.deferred.pop(0)
             self.depth = 1
             try:
                 fn(*args)

@@ -28,6 +28,18 @@ stream that *all* its live entries belong to (``solo``; ``None`` when entries of
 are live). A launch whose buffers are all solo on its own stream skips the dependency walk and
 only moves the entries to itself; any other launch takes the full walk, which also prunes
 finished entries of other streams so that a buffer becomes solo again once they are done.
+
+Renewal (``register_solo``'s ``owner``). A warm launch that repeats itself in a loop finds its
+buffers exactly as its own previous launch left them, unless some other registration came in
+between. So the tracker remembers who made the last registration (``last_solo``: the ``owner``
+of the last ``register_solo`` that succeeded, None after anything else that changes a state or
+hands a task out: ``register``, ``register_states``, a ``register_solo`` that fails or names
+another owner, ``forget``, ``writer_of``, ``users_of``). When the same owner registers again,
+every one of its buffers is still solo on its stream, its written buffers have no readers and
+nothing can have to be waited for: only the task is moved in, without asking any buffer. Any
+doubt (another owner, anything in between) means the full check. While ``last_solo`` is still
+the owner, nobody outside the tracker was handed the tasks its states hold: the CUDA warm path
+relies on that to let its last task stand for the next launch (``WarmTask.renew``).
 """
 
 from __future__ import annotations
@@ -61,6 +73,9 @@ class HazardTracker:
         self.baseline = baseline
         self._buffers: dict[int, _BufferState] = {}
         self._stream_tail: dict = {}  # stream -> last task registered on it (baseline rule)
+        # The owner of the last registration, while it was a successful ``register_solo`` and
+        # nothing changed a state since (module docstring, "Renewal"); None otherwise.
+        self.last_solo = None
 
     def register(self, task, reads: Iterable[int], writes: Iterable[int]) -> list:
         """Record ``task`` as reading ``reads`` and writing ``writes``; return what it waits for.
@@ -68,6 +83,7 @@ class HazardTracker:
         The answer holds unfinished tasks of *other* streams only: a stream runs its own work in
         order, so a same-stream dependency is already satisfied by the queue.
         """
+        self.last_solo = None
         writes = set(writes)
         touched = writes.union(reads)
         deps = {}
@@ -127,14 +143,27 @@ class HazardTracker:
             out.append(st)
         return tuple(out)
 
-    def register_solo(self, task, read_states: tuple, write_states: tuple) -> bool:
+    def register_solo(self, task, read_states: tuple, write_states: tuple, owner=None) -> bool:
         """The warm path of ``register`` (see the module docstring): if every buffer's live
         entries are of ``task``'s own stream (once the finished entries of other streams are
-        dropped), record ``task`` on them and return True (it waits for nothing). Otherwise change nothing and return False: the caller uses ``register``.
+        dropped), record ``task`` on them and return True (it waits for nothing). Otherwise
+        change nothing that matters and return False: the caller uses ``register``.
 
         ``read_states`` are the states of the buffers only read, ``write_states`` those written
-        (read or not), as ``states`` returned them. Not for the baseline rule."""
+        (read or not), as ``states`` returned them. ``owner``: what stands for this set of states
+        on this stream from one call to the next (the CUDA warm path's entry), so that a repeat
+        with nothing in between is a renewal (module docstring). Not for the baseline rule."""
         stream = task.stream
+        if owner is not None and self.last_solo is owner:
+            # Renewal: this owner's own success was the last change to any state, so its written
+            # buffers are solo on ``stream`` with no readers and its read buffers are solo too.
+            for st in write_states:
+                st.writer = task
+            for st in read_states:
+                st.readers[stream] = task
+            self._stream_tail[stream] = task
+            return True
+        self.last_solo = None
         # Two plain loops (the CUDA warm path's cost is counted in tenths of a microsecond).
         # Entries of other streams that are all finished order nothing: ``_only`` drops them,
         # and the buffer is this stream's alone (the truth, whatever else happens next).
@@ -158,6 +187,7 @@ class HazardTracker:
         for st in read_states:
             st.readers[stream] = task
         self._stream_tail[stream] = task
+        self.last_solo = owner
         return True
 
     def register_states(self, task, read_states: tuple, write_states: tuple) -> list:
@@ -165,6 +195,7 @@ class HazardTracker:
         False): the same effect and the same answer, over the states ``states`` returned (buffers
         only read, buffers written), without building sets or looking buffers up. Not for the
         baseline rule."""
+        self.last_solo = None
         stream = task.stream
         deps = []
         for st in write_states:
@@ -194,6 +225,7 @@ class HazardTracker:
 
     def writer_of(self, mem: int):
         """The last unfinished task that writes ``mem`` (what a read must wait for), or None."""
+        self.last_solo = None         # it hands a task out (the CUDA warm path's WarmTask.renew)
         st = self._buffers.get(mem)
         if st is None or st.writer is None or st.writer.done:
             return None
@@ -201,6 +233,7 @@ class HazardTracker:
 
     def users_of(self, mem: int) -> list:
         """Every unfinished task that may still touch ``mem`` (what a free or a host write waits for)."""
+        self.last_solo = None         # it hands tasks out (the CUDA warm path's WarmTask.renew)
         st = self._buffers.get(mem)
         if st is None:
             return []
@@ -212,6 +245,7 @@ class HazardTracker:
         return [t for t in users if not t.done]
 
     def forget(self, mem: int) -> None:
+        self.last_solo = None
         self._buffers.pop(mem, None)
 
     def prune_streams(self) -> None:

@@ -89,6 +89,10 @@ class Ledger:
     def __init__(self):
         self._lock = threading.Lock()
         self._entries: dict[object, list[_Entry]] = {}
+        # The same dict, public for one use: its truth says whether anything failed anywhere,
+        # which a hot path (the CUDA warm launch) reads without the lock or a call, as
+        # ``first_failure`` does. Never rebound; read it, never change it.
+        self.failed_memories = self._entries
 
     def failure_of(self, region: Region) -> Failure | None:
         """A failure on any byte of ``region``; a settled one is preferred over a claim in flight."""

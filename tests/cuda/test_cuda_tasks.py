@@ -73,3 +73,41 @@ def test_done_answers_from_the_completion_mark_without_the_driver():
     streams.mark = None
     del mark
     assert streams.returned == ["event"]
+
+
+# -- WarmTask.renew --------------------------------------------------------------------------------
+from numba_cube.backends.cuda.stream_state import CuStream  # noqa: E402
+from numba_cube.backends.cuda.tasks import WarmTask  # noqa: E402
+
+
+def _renewable_task():
+    cs = CuStream("sid", 7)
+    cs.seq = 1
+    task = WarmTask("sid", cs, None, 1, 1)
+    cs.tail = cs.renewable = task
+    return task, cs
+
+
+def test_a_task_nobody_was_handed_stands_for_the_next_position():
+    """``renew`` moves an unseen tail task (its stream's ``renewable``) to the next position,
+    after which it is not done until that position is."""
+    task, cs = _renewable_task()
+    cs.done_seq = 1                   # the first position completed
+    assert task.renew(2)
+    assert task.seq == 2 and not task.done
+
+
+def test_a_task_handed_out_known_done_or_evented_is_never_renewed():
+    """Once anybody may hold the task (the stream's ``renewable`` is cleared), or something was
+    learnt about it (done, an event covers it), ``renew`` refuses and leaves its position: a
+    thread asking about the older position must not get an answer about a later one."""
+    task, cs = _renewable_task()
+    cs.renewable = None
+    assert not task.renew(2) and task.seq == 1
+    task, cs = _renewable_task()
+    cs.done_seq = 1
+    assert task.done                  # learnt (and kept) that position 1 is done
+    assert not task.renew(2) and task.seq == 1
+    task, cs = _renewable_task()
+    task.mark = StreamMark(cs, "event", _RecordingMeanwhile())
+    assert not task.renew(2) and task.seq == 1

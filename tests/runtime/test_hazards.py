@@ -337,3 +337,121 @@ def test_register_states_without_register_solo_agrees_with_the_full_walk(steps, 
         for m in set(reads) | set(writes):
             assert warm.writer_of(m) is full.writer_of(m)
             assert ids(warm.users_of(m)) == ids(full.users_of(m))
+
+
+# -- renewal: register_solo with an owner ---------------------------------------------------------
+class Entry:
+    """What the CUDA warm path passes as register_solo's owner: one stream, one set of states."""
+
+    def __init__(self, tracker, stream, reads, writes):
+        self.stream = stream
+        self.mems = set(reads) | set(writes)
+        writes = list(dict.fromkeys(writes))
+        self.read_states = tracker.states([m for m in dict.fromkeys(reads) if m not in writes])
+        self.write_states = tracker.states(writes)
+
+    def fire(self, tracker, name=""):
+        t = FakeTask(self.stream, name)
+        return t, tracker.register_solo(t, self.read_states, self.write_states, self)
+
+
+def test_a_repeat_with_nothing_in_between_is_renewed_and_stays_exact():
+    """An owner that registers again with no other registration in between moves its task in:
+    a later launch of another stream waits for the newest task (not an older one)."""
+    h = HazardTracker()
+    entry = Entry(h, A, reads=[M], writes=[N])
+    reg(h, A, reads=[M], writes=[N])                 # the full walk makes both buffers solo on A
+    first, ok1 = entry.fire(h)
+    second, ok2 = entry.fire(h)
+    assert ok1 and ok2
+    _, deps = reg(h, B, reads=[N])
+    assert deps == [second]                          # read after the newest write
+    _, deps = reg(h, B, writes=[M])
+    assert deps == [second]                          # write after the newest read
+
+
+def test_another_streams_registration_in_between_ends_renewal():
+    """A registration of another stream between two repeats (here a read of the buffer the owner
+    writes) is seen by the next repeat: it declines (a write after that unfinished read must
+    wait), though its owner was the last to succeed before."""
+    h = HazardTracker()
+    entry = Entry(h, A, reads=[M], writes=[N])
+    reg(h, A, reads=[M], writes=[N])
+    assert entry.fire(h)[1]
+    reader, _ = reg(h, B, reads=[N])
+    assert not entry.fire(h)[1]
+    _, deps = walk(h, A, reads=[M], writes=[N])
+    assert deps == [reader]
+
+
+def test_a_forgotten_buffer_ends_renewal():
+    """``forget`` (a free) between two repeats: the next one takes the full check."""
+    h = HazardTracker()
+    entry = Entry(h, A, reads=[M], writes=[N])
+    reg(h, A, reads=[M], writes=[N])
+    assert entry.fire(h)[1]
+    h.forget(3)
+    assert h.last_solo is None
+
+
+_renewal_step = st.one_of(
+    st.tuples(st.just("entry"), st.integers(0, 3)),
+    st.tuples(st.sampled_from(["register", "states", "forget"]), _step),
+)
+_entry_shape = st.tuples(st.sampled_from([A, B]), st.lists(st.integers(1, 4), max_size=2),
+                         st.lists(st.integers(1, 4), min_size=1, max_size=2))
+
+
+@settings(max_examples=400, deadline=None)
+@given(shapes=st.lists(_entry_shape, min_size=4, max_size=4),
+       steps=st.lists(_renewal_step, min_size=1, max_size=40))
+def test_renewal_agrees_with_the_full_walk(shapes, steps):
+    """Property: owners (fixed stream and states, as warm entries) fired in any order among full
+    registrations, register_states walks of others and frees: whenever register_solo accepts
+    (renewed or not), the full walk on a tracker with the same history finds no dependency, and
+    both trackers end every step with the same writers and live users of every buffer."""
+    warm, full = HazardTracker(), HazardTracker()
+    entries: dict = {}
+    tasks = []
+
+    def check():
+        for m in range(1, 5):
+            assert warm.writer_of(m) is full.writer_of(m)
+            assert ids(warm.users_of(m)) == ids(full.users_of(m))
+
+    for kind, arg in steps:
+        if kind == "entry":
+            if arg not in entries:
+                entries[arg] = Entry(warm, *shapes[arg])
+            entry = entries[arg]
+            stream, reads, writes = shapes[arg]
+            t, ok = entry.fire(warm)
+            deps_full = full.register(t, reads, writes)
+            if ok:
+                assert deps_full == [], (arg, shapes[arg])
+            else:
+                assert ids(warm.register_states(t, entry.read_states, entry.write_states)) == ids(deps_full)
+            tasks.append(t)
+        else:
+            stream, reads, writes, finish = arg
+            for k in finish:
+                if k < len(tasks):
+                    tasks[k].done = True
+            if kind == "forget":
+                for m in set(reads) | set(writes):
+                    warm.forget(m)
+                    full.forget(m)
+                    # the warm path drops the entries that bind a freed buffer (WarmPath.forget)
+                    entries = {k: e for k, e in entries.items() if m not in e.mems}
+                continue
+            t = FakeTask(stream)
+            tasks.append(t)
+            deps_full = full.register(t, reads, writes)
+            if kind == "register":
+                deps_warm = warm.register(t, reads, writes)
+            else:           # another launch's warm walk (same task on both trackers)
+                writes = list(dict.fromkeys(writes))
+                deps_warm = warm.register_states(
+                    t, warm.states([m for m in dict.fromkeys(reads) if m not in writes]), warm.states(writes))
+            assert ids(deps_warm) == ids(deps_full)
+        check()

@@ -18,10 +18,13 @@ geometry, dynamic shared memory size, options and stream *fires* it:
    - a capture window open on the device (launches there are recorded, not run);
    - a failure in the ledger on any of its regions (the general path skips or repairs);
    - its stream's CUDA stream recycled (``retired``: it would then serve another stream id);
-3. dependencies: if every buffer is used by this stream only (``HazardTracker.register_solo``)
-   there is nothing to wait for; otherwise (or straight away when the entry's last launch had to
-   wait) the full walk (``register_states``) names the tasks of other
-   streams to wait for, and the stream waits for them on the device (``CudaStreams.wait_for``);
+3. dependencies: when this entry made the device's last registration and nobody has been handed
+   its last task since (``hazards.py``, "Renewal"; ``WarmTask.renew``), that task stands for
+   this launch too: no task is made and the tracker is not called (a loop of one kernel on one
+   stream). Else if every buffer is used by this stream only (``HazardTracker.register_solo``)
+   there is nothing to wait for; otherwise (or straight away when the entry's last launch had
+   to wait) the full walk (``register_states``) names the tasks of other streams to wait for,
+   and the stream waits for them on the device (``CudaStreams.wait_for``);
 4. the scalars are packed into the packed launch's parameter block and the kernel is launched. No
    event is recorded: the launch's ``WarmTask`` gets one only when somebody must wait for it
    (``tasks.WarmTask``), which a loop of launches on one stream never needs. The current
@@ -75,7 +78,7 @@ class WarmLaunch:
 
     __slots__ = ("count", "dim", "grid", "block", "match", "matcher", "stream", "options", "cs",
                  "source", "packed", "fire", "read_states", "write_states", "regions",
-                 "kernel_id", "shared_bytes", "crossed", "__weakref__")
+                 "kernel_id", "shared_bytes", "crossed", "last_task", "__weakref__")
 
     def __init__(self, count, dim, grid, block, match, stream, options, cs, bound, read_states,
                  write_states, kernel_id, shared_bytes=0):
@@ -102,6 +105,7 @@ class WarmLaunch:
         self.regions = bound.reads + bound.writes   # what the ledger is asked about, per launch
         self.kernel_id = kernel_id
         self.crossed = False            # its last launch waited for another stream (see fast_launch)
+        self.last_task = None           # the task of its last launch that register_solo accepted
 
 
 
@@ -159,19 +163,23 @@ class WarmPath:
             return None     # 64.0 == 64 matched: the general path refuses what is not an int
         channel = self._channel
         with channel.lock:
-            # InlineChannel.call's bookkeeping, inlined: a handle's finalizer that the garbage
-            # collector runs inside this block defers its operation until we are done.
-            channel.enter()
+            # InlineChannel.call's bookkeeping, inlined (``enter``/``leave`` written out, a method
+            # call each less): a handle's finalizer that the garbage collector runs inside this
+            # block defers its operation until we are done.
+            channel.depth += 1
             try:
                 # Steps 2-4 of the module docstring. Every ``return None`` comes before anything
                 # was changed. (One function with the match above: it saves a call frame.)
                 if self._pending_frees:
                     self._drain_frees()
                 streams = self._streams
-                if self._captures or armed.cs.retired:
+                cs = armed.cs
+                if self._captures or cs.retired:
                     return None
                 ledger = self._ledger
-                if ledger.first_failure(armed.regions) is not None:
+                # ``failed_memories`` empty: nothing failed anywhere (first_failure's own test,
+                # without its call).
+                if ledger.failed_memories and ledger.first_failure(armed.regions) is not None:
                     return None
                 packed = armed.packed
                 if packed.pack is not None:
@@ -179,20 +187,33 @@ class WarmPath:
                         packed.pack(args)
                     except Exception:  # noqa: BLE001 - out of range: the general path says so
                         return None
-                cs = armed.cs
-                task = WarmTask(armed.stream, cs, streams, next(self._task_ids))
+                seq = cs.seq + 1
                 hazards = self._hazards
-                if not armed.crossed and hazards.register_solo(task, armed.read_states, armed.write_states):
+                task = armed.last_task
+                if hazards.last_solo is armed and task is not None and task.renew(seq):
+                    # This entry made the device's last registration and nobody was handed its
+                    # task since (hazards.py, "Renewal"; WarmTask.renew): the states already
+                    # name that task, which now stands for this launch. No task, no walk.
                     deps = None
                 else:
-                    # A buffer another stream still uses: the full walk finds what to wait for,
-                    # and the stream waits for it on the device, as the general path does. An
-                    # entry whose last launch needed it goes there straight away (a chain that
-                    # alternates streams always does; register_solo would only say no first).
-                    deps = hazards.register_states(task, armed.read_states, armed.write_states)
-                    armed.crossed = bool(deps)
-                cs.seq += 1
-                task.seq = cs.seq
+                    task = WarmTask(armed.stream, cs, streams, next(self._task_ids), seq)
+                    # The entry is register_solo's owner: a repeat with no other registration in
+                    # between is renewed there (its states are not asked).
+                    if not armed.crossed and hazards.register_solo(
+                            task, armed.read_states, armed.write_states, armed):
+                        deps = None
+                        armed.last_task = task
+                        cs.renewable = task   # until anybody is handed it (WarmTask.renew)
+                    else:
+                        # A buffer another stream still uses: the full walk finds what to wait
+                        # for, and the stream waits for it on the device, as the general path
+                        # does. An entry whose last launch needed it goes there straight away (a
+                        # chain that alternates streams always does; register_solo would only
+                        # say no first).
+                        deps = hazards.register_states(task, armed.read_states, armed.write_states)
+                        armed.crossed = bool(deps)
+                        cs.renewable = None
+                cs.seq = seq
                 cs.tail = task
                 if deps:
                     streams.wait_for(cs, deps)
@@ -214,7 +235,9 @@ class WarmPath:
                 self._fired += 1
                 return armed.kernel_id
             finally:
-                channel.leave()
+                channel.depth -= 1            # InlineChannel.leave, inlined
+                if not channel.depth and channel.deferred:
+                    channel.run_deferred()
 
     def arm(self, req, bound, cs) -> None:
         """After a general launch that ran: make the next identical one warm, if it can be."""

@@ -34,7 +34,7 @@ class CuStream:
     """One CUDA stream serving one ``StreamId`` (until recycled)."""
 
     __slots__ = ("sid", "handle", "ptr", "seq", "done_seq", "tail", "waited", "evented", "own_mark",
-                 "retired", "waiters")
+                 "retired", "waiters", "renewable")
 
     def __init__(self, sid, handle):
         self.sid = sid
@@ -48,3 +48,6 @@ class CuStream:
         self.own_mark = None          # the stream's reusable event for warm tasks (StreamMark)
         self.retired = False          # recycled: no longer serves ``sid`` (the warm path checks it)
         self.waiters: dict = {}       # producer CuStream -> its (record_and_wait, wait) for this one
+        # The warm task at this stream's tail that nobody but the hazard tracker's states has
+        # seen (``tasks.WarmTask.renew``); None as soon as anything hands the tail out.
+        self.renewable = None

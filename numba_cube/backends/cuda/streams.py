@@ -94,6 +94,7 @@ class CudaStreams:
         ran on such a stream is complete, so a later task of that id on another CUDA stream is
         ordered after it trivially."""
         for sid, cs in list(self._streams.items()):
+            cs.renewable = None           # its tail is handed to event_of: seen
             if cs.tail is not None:
                 self.event_of(cs.tail)    # a warm tail says "not done" until it has an event
             if cs.tail is None or cs.tail.done:
@@ -137,6 +138,7 @@ class CudaStreams:
         task.seq = cs.seq
         task.cs = cs
         cs.tail = task
+        cs.renewable = None           # the warm tail is no longer the tail (WarmTask.renew)
         timing = task.timing
         try:
             if timing is not None:
@@ -278,9 +280,11 @@ class CudaStreams:
         device is broken. One event per stream serves every such record: a wait binds to the
         record current when it is enqueued, and an answer about a later record than the one a
         task needs can only make somebody wait longer."""
+        cs = task.cs
+        if cs.renewable is task:
+            cs.renewable = None       # somebody asks about it: it may no longer be renewed
         if task.settled:
             return None
-        cs = task.cs
         mark = cs.evented
         if mark is None or mark.seq < task.seq or mark.event is None:
             mark = cs.own_mark or self._own_mark(cs)
@@ -323,7 +327,10 @@ class CudaStreams:
 
     def flush_all(self) -> list:
         """The last task of every stream that is not done yet (waiting on them waits for all)."""
-        tails = [cs.tail for cs in self._streams.values() if cs.tail is not None and not cs.tail.done]
+        streams = self._streams.values()
+        for cs in streams:
+            cs.renewable = None           # the tails are handed out (WarmTask.renew)
+        tails = [cs.tail for cs in streams if cs.tail is not None and not cs.tail.done]
         self.flush_tasks(tails)
         return tails
 

@@ -6,6 +6,13 @@ stream of its stream id and follows with an event; ``done`` and ``wait`` answer 
 has no event of its own until somebody must wait for it, and then it is covered by the stream's
 ``StreamMark``, one event per stream recorded again whenever a newer position must be waited
 for. The tasks have the interface of the runtime's ``host_streams.Task``.
+
+A warm task nobody has been handed yet (its stream's ``CuStream.renewable``) may stand for the
+next launch of the same warm entry instead of a new task (``WarmTask.renew``). Every way a task
+leaves the device lock clears either that (``CudaStreams``: a new tail, ``flush_all``, an event
+asked for) or the hazard tracker's ``last_solo`` (its answers: ``writer_of``, ``users_of``, the
+dependencies of a registration), and the warm path renews only with both intact, so no thread
+can hold the task while its position moves.
 """
 
 from __future__ import annotations
@@ -166,13 +173,27 @@ class WarmTask:
     label = "warm-launch"
     duration = None
 
-    def __init__(self, stream, cs, streams, task_id):
+    def __init__(self, stream, cs, streams, task_id, seq=0):
         self.stream = stream
+        self.seq = seq               # its position in ``cs`` (set by the warm path when it is issued)
         self.cs = cs
         self.executor = streams
         self.task_id = task_id
         self._done = False
         self.mark = None             # the CudaTask or StreamMark whose event covers it, once needed
+
+    def renew(self, seq: int) -> bool:
+        """Stand for the next launch of the same warm entry, at position ``seq`` of its stream,
+        instead of a new task: only while nobody but the hazard tracker's states can hold this
+        task (it is its stream's ``renewable``: no reader, sync, free or other stream was handed
+        it, so no thread can be asking ``done`` or ``wait`` about the older position) and
+        nothing was learnt about it (no event, not known done). Under the device lock. False:
+        the caller makes a new task."""
+        cs = self.cs
+        if cs.renewable is not self or self._done or self.mark is not None:
+            return False
+        self.seq = seq
+        return True
 
     @property
     def settled(self) -> bool:

@@ -200,6 +200,50 @@ def test_a_warm_repeat_waits_for_another_streams_write_in_between(client):
     np.testing.assert_array_equal(client.read(out), np.full(N, 9.0))
 
 
+def test_a_renewed_warm_repeat_still_waits_for_another_streams_read_in_between(client):
+    """A warm entry repeating on one stream with nothing in between lets its last task stand for
+    the next launch (WarmTask.renew); once another stream has read its output, the next repeat
+    must wait for that read (write after read) and not renew, so the reader sees the value
+    written before it. The writing stream is the newer one: the fake driver runs it first when
+    it can, so a missing wait shows as the later value. Reference: the same steps in NumPy."""
+    reader = client.set_stream(cube.StreamId.new())
+    writer = client.set_stream(cube.StreamId.new())
+    x, out = writer.create(np.full(N, 1.0)), writer.create(np.zeros(N))
+    expect_x = np.full(N, 1.0)
+    for _ in range(4):                   # arms, then repeats warm (renewed after the first)
+        writer.launch(add_scalar, 1, TPB, x, 1.0)
+        expect_x += 1.0
+    reader.launch(copy_into, 1, TPB, x, out)
+    expect_out = expect_x.copy()
+    writer.launch(add_scalar, 1, TPB, x, 1.0)
+    expect_x += 1.0
+    np.testing.assert_array_equal(writer.read(out), expect_out)
+    np.testing.assert_array_equal(writer.read(x), expect_x)
+    if GPU_PATH:
+        assert warm_count(client) >= 3
+
+
+def test_a_warm_repeat_after_another_entry_on_its_stream_is_not_renewed(client):
+    """Two warm entries on one stream: one reads ``x``, the other writes it. Once the writer has
+    fired, the reader's next repeat is registered anew (its last task is not renewed: the
+    writer's launch replaced it in ``x``'s state), so a later write of ``x`` on another stream
+    waits for that read. The host read in between makes the stream's event cover the writer
+    only, and the other stream is the newer one (run first by the fake driver): a write that
+    waited for the writer alone would overtake the read. Reference: the same steps in NumPy."""
+    stream = client.set_stream(cube.StreamId.new())
+    other = client.set_stream(cube.StreamId.new())
+    x, y = stream.create(np.full(N, 1.0)), stream.create(np.zeros(N))
+    for _ in range(3):
+        stream.launch(copy_into, 1, TPB, x, y)           # y = x, warm from the second on
+    for _ in range(2):
+        stream.launch(add_scalar, 1, TPB, x, 1.0)        # x = 3
+    np.testing.assert_array_equal(stream.read(x), np.full(N, 3.0))
+    stream.launch(copy_into, 1, TPB, x, y)               # y = 3
+    other.launch(add_scalar, 1, TPB, x, 100.0)           # x = 103, after that read
+    np.testing.assert_array_equal(stream.read(y), np.full(N, 3.0))
+    np.testing.assert_array_equal(stream.read(x), np.full(N, 103.0))
+
+
 def test_memory_of_a_freed_input_is_not_reused_while_warm_launches_read_it(client):
     """Dropping an input right after warm launches that read it: its memory goes back to the
     pool only after they are done (they get an event for that), so fresh buffers cannot
