@@ -292,20 +292,18 @@ def launch(client, kernel, count, dim, args, shared_bytes, options, pinned) -> b
     if tracer is None:
         tracer = state.tracers[stream] = Tracer(channel, stream)
     if tracer.graph is not None:
-        lock = channel.lock
-        lock.acquire()
-        try:
-            if tracer.graph is not None:
+        # The lock is kept for a held launch too: another thread's flush must see every launch
+        # deferred before it, and ``defer`` updates ``pending`` and the position together.
+        with channel.lock:
+            if tracer.graph is not None:        # (another thread's flush may have reset it)
                 pending = channel.pending
-                if pending and len(pending) > (tracer in pending):
+                if pending and (tracer not in pending or len(pending) > 1):
                     channel.flush(keep=tracer)     # older deferred launches go out first
                 kernel_id = tracer.defer(kernel, count, dim, args, shared_bytes, options)
                 if kernel_id is not None:
                     note_launch(kernel_id)          # gate 3
                     return True
                 tracer.flush_deferred()
-        finally:
-            lock.release()
     key = launch_key(kernel, count, dim, args, shared_bytes, options)
     if key is None:
         tracer.reset()
