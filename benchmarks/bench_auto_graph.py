@@ -8,12 +8,21 @@ iteration after two repeats and replays it. Each is timed over whole iterations 
 ``sync`` and reported per kernel; the ratios are what the default of ``auto_graph`` is chosen
 from (a host backend's launch is already a few microseconds: see README "Automatic graphs").
 
+The automatic graph is reported twice, as a user's loop sees it:
+
+- **steady state**: one long scope (``STEADY`` iterations, after ``WARMUP`` untimed ones in the
+  same scope), per kernel: a held launch plus the replay's share;
+- **start of a scope**: the first ``START`` iterations of a fresh scope (its eager iterations, the
+  recording, the instantiation and the first replays), in microseconds for the whole start, since
+  a new scope records its graph anew.
+
 Run: ``python benchmarks/bench_auto_graph.py [device]`` (``cpu`` by default, ``cuda`` on a GPU).
 """
 
 from __future__ import annotations
 
 import sys
+import time
 
 import numpy as np
 from numba import cuda
@@ -23,7 +32,10 @@ from common import Table, median_time
 import numba_cube as cube
 
 CHAIN = 16
-ITERATIONS = 100
+ITERATIONS = 100    # per timed run of the eager and explicit references
+STEADY = 1000       # iterations of the one long auto_graph scope timed in steady state
+WARMUP = 20         # untimed iterations before it, in the same scope
+START = 4           # the start of a scope: 2 eager iterations, the recording, first replays
 
 
 @cube.kernel
@@ -68,25 +80,41 @@ def main(device: str = "cpu") -> None:
             graph.replay()
         client.sync()
 
-    def auto():
+    def auto_steady() -> float:
         with client.auto_graph():
-            for _ in range(ITERATIONS):
+            for _ in range(WARMUP):
+                iteration()
+            client.sync()
+            t0 = time.perf_counter()
+            for _ in range(STEADY):
+                iteration()
+            client.sync()
+            return time.perf_counter() - t0
+
+    def auto_start():
+        with client.auto_graph():
+            for _ in range(START):
                 iteration()
             client.sync()
 
     per_kernel = ITERATIONS * CHAIN
-    before = client.server.stats["auto_graph_replays"]
-    t_auto = median_time(auto, repeats=5) / per_kernel
-    replays = client.server.stats["auto_graph_replays"] - before
     t_eager = median_time(eager, repeats=5) / per_kernel
     t_explicit = median_time(explicit, repeats=5) / per_kernel
+    before = client.server.stats["auto_graph_replays"]
+    t_steady = sorted(auto_steady() for _ in range(3))[1] / (STEADY * CHAIN)
+    replays = client.server.stats["auto_graph_replays"] - before
+    t_start = median_time(auto_start, repeats=5)
+    t_start_eager = START * CHAIN * t_eager     # the same launches, eager
     t = Table(f"{device}: automatic graph vs eager and explicit capture (per kernel, "
               f"{CHAIN} launches an iteration)")
-    t.row("auto graph", t_auto, t_eager, "eager launches")
-    t.row("auto graph", t_auto, t_explicit, "explicit capture + replay")
+    t.row(f"auto graph, steady ({STEADY} iterations)", t_steady, t_eager, "eager launches")
+    t.row(f"auto graph, steady ({STEADY} iterations)", t_steady, t_explicit,
+          "explicit capture + replay")
     t.row("explicit capture + replay", t_explicit, t_eager, "eager launches")
-    print(f"auto graph replays: {replays} over {5 + 1} runs of {ITERATIONS} iterations")
-
+    t.row(f"auto graph, start of a scope ({START} its.)", t_start, t_start_eager,
+          f"{START * CHAIN} eager launches")
+    print(f"auto graph replays: {replays} over 3 steady scopes of {WARMUP} + {STEADY} iterations; "
+          f"start of a scope: {t_start * 1e6:.0f} us for its first {START} iterations")
 
 if __name__ == "__main__":
     main(*sys.argv[1:])

@@ -116,6 +116,7 @@ class Tracer:
         self.sequence: tuple = ()       # the requests of the armed sequence
         self.regions: tuple = ()
         self.position = 0               # launches of the armed sequence deferred so far
+        self.last = -1                  # the position of the armed sequence's last launch
         self.held: list = []            # their arguments (keeping their handles alive)
 
     # -- armed: under the channel's lock -------------------------------------------------------------
@@ -129,12 +130,11 @@ class Tracer:
         channel = self.channel
         if position == 0:
             channel.pending[self] = None
-        kernel_id = self.kernel_ids[position]
-        position += 1
-        if position < len(self.matchers):
-            self.position = position
+        if position < self.last:
+            self.position = position + 1
             self.held.append(args)
-            return kernel_id
+            return self.kernel_ids[position]
+        kernel_id = self.kernel_ids[position]
         del channel.pending[self]
         self.position = 0
         self.held = []
@@ -200,7 +200,11 @@ class Tracer:
             self.refused = expected
             return
         self.graph, self.expected, self.sequence = graph, expected, sequence
-        self.matchers = tuple(expectation(key, launch_key, server) for key in expected)
+        # the traced arguments (the requests hold them anyway) let a handle match by identity
+        self.matchers = tuple(
+            expectation(key, launch_key, server, req.as_called[3] if req.as_called else None)
+            for key, req in zip(expected, sequence))
+        self.last = len(sequence) - 1
         self.kernel_ids = tuple(req.kernel.id for req in sequence)
         self.regions = tuple({r: None for req_rec in graph.recorded
                               for r in req_rec.reads + req_rec.writes})
@@ -288,20 +292,18 @@ def launch(client, kernel, count, dim, args, shared_bytes, options, pinned) -> b
     if tracer is None:
         tracer = state.tracers[stream] = Tracer(channel, stream)
     if tracer.graph is not None:
-        lock = channel.lock
-        lock.acquire()
-        try:
-            if tracer.graph is not None:
+        # The lock is kept for a held launch too: another thread's flush must see every launch
+        # deferred before it, and ``defer`` updates ``pending`` and the position together.
+        with channel.lock:
+            if tracer.graph is not None:        # (another thread's flush may have reset it)
                 pending = channel.pending
-                if pending and len(pending) > (tracer in pending):
+                if pending and (tracer not in pending or len(pending) > 1):
                     channel.flush(keep=tracer)     # older deferred launches go out first
                 kernel_id = tracer.defer(kernel, count, dim, args, shared_bytes, options)
                 if kernel_id is not None:
                     note_launch(kernel_id)          # gate 3
                     return True
                 tracer.flush_deferred()
-        finally:
-            lock.release()
     key = launch_key(kernel, count, dim, args, shared_bytes, options)
     if key is None:
         tracer.reset()
