@@ -39,7 +39,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import Table  # noqa: E402
+from common import Table, alternate  # noqa: E402
 
 FAKE = "--fake" in sys.argv
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -167,17 +167,6 @@ def run_child(code: str, env_extra: dict) -> dict:
         raise RuntimeError(out.stderr[-4000:])
     line = next(ln for ln in out.stdout.splitlines() if ln.startswith("TIMES "))
     return json.loads(line[len("TIMES "):])
-
-
-def alternate(cold, warm, repeats: int) -> tuple[list[dict], list[dict]]:
-    """``repeats`` runs of ``cold(r)`` (a fresh cache each) and of ``warm()`` (the cache of
-    ``cold(0)``), interleaved after the first cold run."""
-    colds, warms = [cold(0)], []
-    for r in range(1, repeats):
-        warms.append(warm())
-        colds.append(cold(r))
-    warms.append(warm())
-    return colds, warms
 
 
 def medians(runs: list[dict], keys) -> dict:

@@ -38,7 +38,7 @@ import sys
 import tempfile
 import time
 
-from common import Table
+from common import Table, alternate
 
 KERNELS = {
     "saxpy": ("""from numba import cuda
@@ -202,17 +202,6 @@ def kernel_child(kind: str, mode: str, cache_dir: str, tag: str, salt: float, tm
         f.write(source.format(salt=salt, tag=tag))
     code = CHILD.format(tag=tag, fname=fname, mode=mode, tmp=tmp, launch=launch)
     return run_child(code, {"NUMBA_CUBE_CACHE_DIR": cache_dir})
-
-
-def alternate(cold, warm, repeats: int) -> tuple[list[dict], list[dict]]:
-    """``repeats`` runs of ``cold(r)`` (a fresh cache each) and of ``warm()`` (the cache of
-    ``cold(0)``), interleaved after the first cold run."""
-    colds, warms = [cold(0)], []
-    for r in range(1, repeats):
-        warms.append(warm())
-        colds.append(cold(r))
-    warms.append(warm())
-    return colds, warms
 
 
 def medians(runs: list[dict]) -> dict:

@@ -28,6 +28,18 @@ def median_time(fn, repeats: int = 7, warmup: int = 1) -> float:
     return statistics.median(samples)
 
 
+def alternate(cold, warm, repeats: int) -> tuple[list[dict], list[dict]]:
+    """``repeats`` runs of ``cold(r)`` (a fresh cache each) and of ``warm()`` (the cache of
+    ``cold(0)``), interleaved after the first cold run: what the warm-start benchmarks (new
+    processes, a cold cache against a warm one) take turns with."""
+    colds, warms = [cold(0)], []
+    for r in range(1, repeats):
+        warms.append(warm())
+        colds.append(cold(r))
+    warms.append(warm())
+    return colds, warms
+
+
 def fmt_time(seconds: float) -> str:
     if seconds < 1e-3:
         return f"{seconds * 1e6:9.1f} us"
