@@ -18,6 +18,7 @@ CUDA parts, each with its dependencies given to its constructor:
 - ``DynamicCounts`` (``dynamic.py``): the device-count kernel where the kernel allows it, else a
   blocking 12-byte read-back;
 - ``CudaInterop`` (``interop.py``): ``__cuda_array_interface__`` export, adoption of foreign arrays;
+  ``DLPackExporter`` (``dlpack_export.py``): the DLPack export;
 - ``CudaGraph`` (``graphs.py``): hardware CUDA graphs from capture windows.
 
 The channel is an ``InlineChannel`` (``server.py``): server operations run on the issuing thread
@@ -43,6 +44,7 @@ from ..base import DeviceMechanism
 from .compiler import JIT_OPTIONS
 from .context import CudaContext
 from .copies import DeviceCopies
+from .dlpack_export import DLPackExporter
 from .driver import CudaError, Driver
 from .dynamic import DynamicCounts
 from .fast_path import WarmPath
@@ -132,6 +134,7 @@ class CudaMechanism(DeviceMechanism):
         self.warm = WarmPath(server, self.streams, self.activate)
         self.adopt_foreign = self.interop.adopt_foreign
         self.cuda_array_interface = self.interop.cuda_array_interface
+        self.dlpack_exporter = DLPackExporter(self.index, self._pointer_of)
         return self.streams
 
     def known_options(self) -> frozenset:
