@@ -18,6 +18,7 @@ changes. A bad value warns once and falls back to the default instead of breakin
 | NUMBA_CUBE_PROFILE_LOG | 1 logs every kernel's duration (logger ``numba_cube.profile``) | 0 |
 | NUMBA_CUBE_CUDA_DYNAMIC_COUNT | CUDA dynamic counts: ``auto`` (device-count kernel where possible) or ``readback`` | auto |
 | NUMBA_CUBE_DEBUG | 1: the ``python -m numba_cube`` commands print the traceback of an error, not only its line (``cli_errors.py``) | 0 |
+| NUMBA_CUBE_NVTX | 1 puts an NVTX range named after the kernel around each CUDA launch, if the ``nvtx`` package is installed (``backends/cuda/nvtx.py``); read when a device's server is made | 0 |
 
 Plugins read their own ``NUMBA_CUBE_*`` variables through the same functions and ``declare()``
 them (e.g. ``NUMBA_CUBE_TRACE`` of the ``numba_cube_trace`` plugin), so that ``python -m
@@ -49,7 +50,7 @@ VARIABLES = (
     "NUMBA_CUBE_DEVICE", "NUMBA_CUBE_CACHE_DIR", "NUMBA_CUBE_BOUNDSCHECK", "NUMBA_CUBE_MAX_TASKS",
     "NUMBA_CUBE_SERIAL_UNITS", "NUMBA_CUBE_DEPENDENCY_RULE", "NUMBA_CUBE_AUTOTUNE_CACHE",
     "NUMBA_CUBE_DISABLE_PLUGIN_AUTOLOAD", "NUMBA_CUBE_PROFILE_LOG", "NUMBA_CUBE_CUDA_DYNAMIC_COUNT",
-    "NUMBA_CUBE_STREAM_WORKERS", "NUMBA_CUBE_INLINE_US", "NUMBA_CUBE_DEBUG",
+    "NUMBA_CUBE_STREAM_WORKERS", "NUMBA_CUBE_INLINE_US", "NUMBA_CUBE_DEBUG", "NUMBA_CUBE_NVTX",
 )
 
 _declared: dict[str, str] = {}  # variables declared by plugins -> who declared them

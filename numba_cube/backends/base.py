@@ -133,9 +133,12 @@ class DeviceMechanism(abc.ABC):
     #: Interop seams, None where the device has none (set by ``attach``): ``adopt_foreign(obj)
     #: -> Handle | None`` binds another library's array without a copy (``runtime/arguments.py``
     #: asks it for an argument that is not a handle), ``cuda_array_interface(handle) -> dict``
-    #: exports a handle (``Handle.__cuda_array_interface__``).
+    #: exports a handle (``Handle.__cuda_array_interface__``); ``dlpack_exporter`` (``device()``,
+    #: ``check_request(...)``, ``export(handle, max_version)``: ``backends/cuda/dlpack_export.py``)
+    #: is ``Handle.__dlpack__`` of a device whose memory is not host memory.
     adopt_foreign = None
     cuda_array_interface = None
+    dlpack_exporter = None
 
     def synchronize_foreign(self, synchronize) -> None:
         """Run another library's stream synchronization (``synchronize``, a callable: a numba,

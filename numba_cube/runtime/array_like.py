@@ -11,17 +11,20 @@ kernel layer is handed its numba-style launch.
 and a later launch that writes the buffer must not change an array the caller already holds.
 So NumPy 2's ``copy=False`` (which demands no copy) is refused with NumPy's own ``ValueError``.
 
-DLPack (``np.from_dlpack(h)``, ``__dlpack__``/``__dlpack_device__``) is the zero-copy way out,
-on the CPU backend, whose memory is host memory. The export is a *read at that moment*, as the
-CUDA backend's ``__cuda_array_interface__`` export is (``backends/cuda/interop.py``): it waits
-for the buffer's writers (and raises the buffer's ``LaunchFailure``), then hands out the memory
-itself. What the consumer holds is a read-only view (DLPack 1.0's read-only flag): a write
+DLPack (``np.from_dlpack(h)``, ``__dlpack__``/``__dlpack_device__``) is the zero-copy way out.
+On the CPU backend, whose memory is host memory, NumPy makes the capsule; a device whose
+mechanism has a ``dlpack_exporter`` (the CUDA backend on a GPU: ``backends/cuda/dlpack_export.py``)
+makes its own, on the device. The export is a *read at that moment*: it waits on the host for the
+buffer's writers (and raises the buffer's ``LaunchFailure``), then hands out the memory itself
+(on CUDA that wait also keeps the protocol's promise that the consumer's stream does not run
+ahead of our writes). What the consumer holds is a read-only view (DLPack 1.0's read-only flag): a write
 through it would bypass the runtime's dependency tracking and failure ledger. A later launch
 that writes the buffer is not ordered against the consumer's reads and changes what it sees,
 so export again after later launches (or take ``copy=True``). The view keeps the handle (and so
 its memory) alive while the consumer holds it. Consumers that cannot take a read-only export
-(a DLPack version below 1.0) get NumPy's ``BufferError``; other devices' handles get a
-``BufferError`` saying what to use instead.
+(a DLPack version below 1.0) get NumPy's ``BufferError`` on the CPU (CUDA's unversioned capsule:
+``dlpack_export.py`` says why); the handles of devices without an exporter (the simulator's)
+get a ``BufferError`` saying what to use instead.
 """
 
 from __future__ import annotations
@@ -87,14 +90,24 @@ def copy_to_host(handle, ary=None, stream=0) -> np.ndarray:
 
 
 def dlpack_device(handle) -> tuple[int, int]:
-    """``handle.__dlpack_device__()``: ``(kDLCPU, 0)`` for a CPU handle; ``BufferError`` else."""
+    """``handle.__dlpack_device__()``: ``(kDLCPU, 0)`` for a CPU handle, the exporter's device
+    (``(kDLCUDA, index)``) for a device that has one; ``BufferError`` else."""
+    exporter = _device_exporter(handle)
+    if exporter is not None:
+        return exporter.device()
     _refuse_non_host(handle)
     return (_DLPACK_CPU, 0)
 
 
 def dlpack_export(handle, stream=None, max_version=None, dl_device=None, copy=None):
     """``handle.__dlpack__(...)``: a read-only DLPack capsule of the handle's memory, after its
-    writers (module docstring); the keywords are the DLPack protocol's, handled by NumPy."""
+    writers (module docstring); the keywords are the DLPack protocol's, handled by NumPy on the
+    CPU and by the device's exporter elsewhere."""
+    exporter = _device_exporter(handle)
+    if exporter is not None:
+        exporter.check_request(stream, max_version, dl_device, copy)
+        _wait_written(handle)
+        return exporter.export(handle, max_version)
     _refuse_non_host(handle)
     if stream is not None:
         raise BufferError(f"a CPU handle's DLPack export takes stream=None, got {stream!r}")
@@ -116,12 +129,17 @@ class _KeepsHandle:
         self.handle = handle
 
 
+def _device_exporter(handle):
+    """The DLPack exporter of the handle's device (``DeviceMechanism.dlpack_exporter``), or None."""
+    return getattr(getattr(handle.server, "mechanism", None), "dlpack_exporter", None)
+
+
 def _refuse_non_host(handle) -> None:
     if handle.device.split(":")[0] != "cpu":
         raise BufferError(
-            f"DLPack export is supported for CPU handles only, not for {handle.device}; a CUDA "
-            "handle has __cuda_array_interface__ (cupy.asarray(h), torch.as_tensor(h, "
-            "device='cuda') take it without a copy), or read it with np.asarray(h)")
+            f"DLPack export is supported for CPU handles and CUDA handles on a GPU, not for "
+            f"{handle.device}, whose memory is neither host nor CUDA device memory; read it to "
+            "the host with np.asarray(h)")
 
 
 def reshape_layout(handle, shape, order: str) -> tuple[tuple, tuple | None]:

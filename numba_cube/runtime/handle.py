@@ -294,7 +294,8 @@ class Handle:
         return copy_to_host(self, ary, stream)
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-        """DLPack export of a CPU handle, read-only, after its writers (``array_like.py``)."""
+        """DLPack export of a CPU handle, or a CUDA one on a GPU: read-only, after its writers
+        (``array_like.py``)."""
         return dlpack_export(self, stream, max_version, dl_device, copy)
 
     def __dlpack_device__(self) -> tuple[int, int]:

@@ -41,7 +41,7 @@ from pathlib import Path
 import numba
 import numpy as np
 
-from numba_cube.backends.cpu import privatize
+from numba_cube.backends.cpu import bounds, privatize
 from numba_cube.backends.cpu import resolve as rs
 from numba_cube.backends.cpu.analysis import Purity, remat_definitions
 from numba_cube.backends.cpu.fission import CubeKernel
@@ -174,6 +174,11 @@ class Unit:
         else:
             self.shape = "flat"
             shape = FlatKernel(kernel, purity, needs_tid=LINEAR_TID in kernel_needs)
+        if self.boundscheck:    # IndexErrors that name the array and the unit (bounds.py)
+            sites = bounds.add_checks(shape, set(kernel.params)
+                                      | {d.name for d in kernel.shared + kernel.local})
+            self.env.helpers[bounds.CHECKER] = bounds.import_line()
+            self.env.constants.append(bounds.sites_line(sites))
 
         w = Writer()
         self._header(w)

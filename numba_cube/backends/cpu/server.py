@@ -42,7 +42,7 @@ from ...runtime.channel import InlineChannel
 from ...runtime.geometry import MAX_DYNAMIC_SHARED_BYTES
 from ...runtime.server import DeviceServer
 from ..base import HostBackend
-from . import fp16, linemarks
+from . import bounds_runtime, fp16, linemarks
 
 __all__ = ["CpuBackend", "make_cpu_server", "select_threading_layer", "cpu_flags"]
 
@@ -223,8 +223,24 @@ class CpuBackend(HostBackend):
                 # was launched with all the same; nothing can see them, so nothing is allocated.
                 entry(count[0], count[1], count[2], dim[0], dim[1], dim[2], *args)
 
+        if prog.bounds_sites:
+            run = _describing_bounds(run, prog)
         run.program = prog
         return run
+
+
+def _describing_bounds(run, prog):
+    """``run``, its failed bounds checks raised with their message (``bounds_runtime.py``)."""
+    def run_described(count, dim, args, shared_bytes=0):
+        try:
+            run(count, dim, args, shared_bytes)
+        except IndexError as exc:
+            described = bounds_runtime.described(exc, prog.kernel_name, prog.bounds_sites)
+            if described is exc:
+                raise
+            raise described from None      # the raw tuple says nothing the message does not
+
+    return run_described
 
 
 def make_cpu_server(index: int) -> DeviceServer:

@@ -133,6 +133,8 @@ class CpuProgram:
     shape: str                # "flat" (barrier-free) or "cube" (fission)
     #: takes the dynamic shared memory size (int64 bytes) after the geometry (dynshared.py)
     dynamic_shared: bool = False
+    #: the arrays whose subscripts a ``boundscheck=True`` module checks (``bounds.py``)
+    bounds_sites: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -210,4 +212,5 @@ def build_program(py_func, boundscheck: bool = False, fastmath: bool | tuple = F
         path=module.__file__,
         shape=translation.shape,
         dynamic_shared=translation.dynamic_shared,
+        bounds_sites=getattr(module, "__bounds_sites", ()),
     )

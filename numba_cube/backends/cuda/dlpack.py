@@ -35,14 +35,17 @@ from ...errors import ForeignHandleError, LaunchArgumentError
 from ...runtime.layout import layout_strides
 from .foreign_array import ForeignArray
 
-__all__ = ["parse_dlpack", "DLManagedTensor", "DLTensor", "DLPACK_CUDA_DEVICES"]
+__all__ = ["parse_dlpack", "DLManagedTensor", "DLManagedTensorDeleter", "DLTensor", "DLDataType",
+           "DLDevice", "DLPACK_CUDA", "DLPACK_CUDA_DEVICES", "DLPACK_DTYPE_KINDS"]
 
+#: DLPack's device type of CUDA device memory (``kDLCUDA``).
+DLPACK_CUDA = 2
 #: DLPack device types whose memory is addressable by CUDA kernels: kDLCUDA, kDLCUDAManaged.
-DLPACK_CUDA_DEVICES = (2, 13)
+DLPACK_CUDA_DEVICES = (DLPACK_CUDA, 13)
 _DEVICE_NAMES = {1: "CPU", 2: "CUDA", 3: "CUDA host", 4: "OpenCL", 7: "Vulkan", 8: "Metal",
                  10: "ROCm", 13: "CUDA managed"}
 #: DLDataType codes to NumPy kinds: kDLInt, kDLUInt, kDLFloat, kDLComplex, kDLBool.
-_DTYPE_KINDS = {0: "i", 1: "u", 2: "f", 5: "c", 6: "b"}
+DLPACK_DTYPE_KINDS = {0: "i", 1: "u", 2: "f", 5: "c", 6: "b"}
 #: The legacy default stream, named to the producer (see the module docstring).
 LEGACY_STREAM = 1
 
@@ -65,8 +68,10 @@ class DLManagedTensor(ctypes.Structure):
     pass
 
 
+#: ``void (*deleter)(DLManagedTensor *)``: what the consumer calls once it is done with the memory.
+DLManagedTensorDeleter = ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensor))
 DLManagedTensor._fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p),
-                            ("deleter", ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensor)))]
+                            ("deleter", DLManagedTensorDeleter)]
 
 _get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
 _get_pointer.restype = ctypes.c_void_p
@@ -105,10 +110,10 @@ def parse_dlpack(obj, device_index: int):
     ndim = tensor.ndim
     shape = tuple(tensor.shape[i] for i in range(ndim))
     code, bits, lanes = tensor.dtype.code, tensor.dtype.bits, tensor.dtype.lanes
-    if lanes != 1 or code not in _DTYPE_KINDS or bits % 8:
+    if lanes != 1 or code not in DLPACK_DTYPE_KINDS or bits % 8:
         raise LaunchArgumentError(f"{name} argument has DLPack dtype (code {code}, {bits} bits, "
                                   f"{lanes} lanes), which no kernel argument type matches")
-    kind = _DTYPE_KINDS[code]
+    kind = DLPACK_DTYPE_KINDS[code]
     dtype = np.dtype(np.bool_) if kind == "b" else np.dtype(f"{kind}{bits // 8}")
     strides = None
     if tensor.strides:

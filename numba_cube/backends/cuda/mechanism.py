@@ -18,7 +18,9 @@ CUDA parts, each with its dependencies given to its constructor:
 - ``DynamicCounts`` (``dynamic.py``): the device-count kernel where the kernel allows it, else a
   blocking 12-byte read-back;
 - ``CudaInterop`` (``interop.py``): ``__cuda_array_interface__`` export, adoption of foreign arrays;
-- ``CudaGraph`` (``graphs.py``): hardware CUDA graphs from capture windows.
+  ``DLPackExporter`` (``dlpack_export.py``): the DLPack export;
+- ``CudaGraph`` (``graphs.py``): hardware CUDA graphs from capture windows;
+- ``LaunchRanges`` (``nvtx.py``): NVTX ranges named after the kernels, when ``NUMBA_CUBE_NVTX`` is on.
 
 The channel is an ``InlineChannel`` (``server.py``): server operations run on the issuing thread
 under the device lock, since a launch is a ~4 us asynchronous driver call and a hop to a device
@@ -43,12 +45,14 @@ from ..base import DeviceMechanism
 from .compiler import JIT_OPTIONS
 from .context import CudaContext
 from .copies import DeviceCopies
+from .dlpack_export import DLPackExporter
 from .driver import CudaError, Driver
 from .dynamic import DynamicCounts
 from .fast_path import WarmPath
 from .graphs import CudaGraph
 from .interop import CudaInterop
 from .kernel_entries import KernelEntries
+from .nvtx import launch_ranges
 from .memory import DeviceAllocator, PinnedPool
 from .packed_launch import PackedLaunch
 from .streams import CudaStreams
@@ -132,6 +136,11 @@ class CudaMechanism(DeviceMechanism):
         self.warm = WarmPath(server, self.streams, self.activate)
         self.adopt_foreign = self.interop.adopt_foreign
         self.cuda_array_interface = self.interop.cuda_array_interface
+        self.dlpack_exporter = DLPackExporter(self.index, self._pointer_of)
+        # NVTX ranges (nvtx.py) wrap the launch paths only when on, so that off they cost nothing.
+        self.launch_ranges = launch_ranges(self.device)
+        if self.launch_ranges is not None:
+            self.enqueue = self.launch_ranges.around_enqueue(self.enqueue)
         return self.streams
 
     def known_options(self) -> frozenset:
@@ -139,7 +148,8 @@ class CudaMechanism(DeviceMechanism):
         return frozenset(("boundscheck",) + JIT_OPTIONS)
 
     def warm_launcher(self):
-        return self.warm.fast_launch
+        ranges = self.launch_ranges
+        return self.warm.fast_launch if ranges is None else ranges.around_warm(self.warm.fast_launch)
 
     def fold_counts(self, counters) -> None:
         self.warm.fold_counts(counters)

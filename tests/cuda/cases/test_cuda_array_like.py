@@ -77,12 +77,3 @@ def test_n_d_views_are_launch_arguments(client):
     expected[..., ::-3] = 2 + np.arange(6)[:, None]
     np.testing.assert_array_equal(np.asarray(h), expected)
 
-
-def test_dlpack_export_of_a_cuda_handle_is_refused(client):
-    """DLPack export is the CPU backend's: a CUDA handle's __dlpack__ and __dlpack_device__ are
-    BufferErrors naming __cuda_array_interface__, never a host alias of device memory."""
-    h = client.create(_HOST)
-    with pytest.raises(BufferError, match="__cuda_array_interface__"):
-        h.__dlpack__(max_version=(1, 0))
-    with pytest.raises(BufferError, match="__cuda_array_interface__"):
-        np.from_dlpack(h)
