@@ -5,7 +5,11 @@
 view (of its element ``[0, ..., 0]``), its shape and dtype, its byte ``strides`` (``None`` for a
 C-contiguous handle) and ``stream``: the CUDA stream of the *last writer* of the buffer if that
 write may still be running, else ``None``. A consumer that honours the protocol (CuPy,
-numba-cuda, PyTorch) then orders its work after ours.
+numba-cuda, PyTorch) then orders its work after ours. A buffer whose writer failed (the failure
+is settled on the host) is not exported: its ``LaunchFailure`` is raised, as a read raises it.
+The pointer is reported writable (``data[1]`` is ``False``), as numba-cuda's own arrays report
+theirs: CuPy and PyTorch consumers write into exported arrays, and a consumer's write is ordered
+for later launches only through the consumer's own synchronization.
 
 **Import (adoption).** A launch argument that is not a ``Handle`` but exposes
 ``__cuda_array_interface__`` (CuPy arrays, PyTorch tensors, numba-cuda device arrays) is bound
@@ -179,6 +183,14 @@ class CudaInterop:
         return self._server.channel.call(self.op_export, handle.binding())
 
     def op_export(self, b: Binding) -> dict:
+        # A buffer whose writer failed holds no result: exporting its pointer would let the
+        # consumer read garbage that looks right. Its settled failure is raised, as a read
+        # raises it. A write still running is exported with its stream (the protocol is
+        # stream-ordered, without a host wait); a failure that settles on the device later is
+        # the next read's to report.
+        failure = self._server.failure_of(b)
+        if failure is not None:
+            raise failure.to_exception()
         self._context.activate()
         users = self._server.hazards.users_of(b.memory_id)
         stream = None

@@ -84,6 +84,24 @@ def test_handle_exports_cuda_array_interface(client):
     assert h.__cuda_array_interface__["stream"] is None
 
 
+@only("gpu", "fake", why="the simulator's handles are host memory")
+def test_a_failed_buffer_raises_its_failure_instead_of_exporting(client):
+    """The __cuda_array_interface__ of a buffer whose writer failed (a cube of 2048 units,
+    refused) raises that LaunchFailure, as a read does: no pointer to garbage is handed out. An
+    unrelated buffer still exports, and relaunching the writer repairs the buffer."""
+    src = client.create(np.arange(32.0))
+    out = client.create(np.zeros(32))
+    other = client.create(np.ones(32))
+    client.launch(copy_into, 1, 2048, src, out)
+    with pytest.raises(cube.LaunchFailure) as info:
+        out.__cuda_array_interface__
+    assert isinstance(info.value.root, cube.LaunchArgumentError)
+    assert other.__cuda_array_interface__["shape"] == (32,)
+    client.launch(copy_into, 1, TPB, src, out)
+    assert out.__cuda_array_interface__["shape"] == (32,)
+    np.testing.assert_array_equal(client.read(out), np.arange(32.0))
+
+
 @only("gpu", why="needs numba-cuda on a real device")
 def test_numba_consumes_our_handle(client):
     """numba.cuda.as_cuda_array(handle) sees the handle's data (the export is usable)."""
