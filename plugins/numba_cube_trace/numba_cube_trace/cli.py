@@ -1,7 +1,7 @@
 """``numba-cube-trace TRACE.json [-o OUT.png]``: summarize a trace, optionally draw it.
 
 Errors end as numba_cube's own commands end them (``numba_cube/cli_errors.py``): a missing or
-unreadable trace, a file that is no trace, matplotlib not installed for ``-o`` are one line on
+unreadable trace, a file that is no trace (or whose events lack keys), matplotlib not installed for ``-o`` are one line on
 stderr and exit status 1 (``--debug`` or ``NUMBA_CUBE_DEBUG=1`` adds the traceback), and a reader
 that goes away (``| head``) ends it quietly.
 """
@@ -12,7 +12,7 @@ import json
 
 from numba_cube.cli_errors import CommandError, OneLineArgumentParser, debug_requested, run_command
 
-from .render import load, render_png, summary
+from .render import check, load, render_png, summary
 
 __all__ = ["main"]
 
@@ -26,10 +26,11 @@ def _load_trace(path: str) -> dict:
     except json.JSONDecodeError as exc:
         raise CommandError(f"{path} is not JSON ({exc}); pass a file written by "
                            f"NUMBA_CUBE_TRACE=path.json or numba_cube_trace.tracing(path)") from exc
-    if not isinstance(trace, dict) or not isinstance(trace.get("traceEvents"), list):
-        raise CommandError(f"{path} is JSON but no trace (no 'traceEvents' list); pass a file "
-                           f"written by NUMBA_CUBE_TRACE=path.json or numba_cube_trace.tracing(path)")
-    return trace
+    try:
+        return check(trace)
+    except ValueError as exc:
+        raise CommandError(f"{path} is JSON but no trace ({exc}); pass a file written by "
+                           f"NUMBA_CUBE_TRACE=path.json or numba_cube_trace.tracing(path)") from exc
 
 
 def _run(args) -> int:

@@ -16,7 +16,7 @@ import os
 
 from .chart_style import FAILED_EDGE, chart_layout, failed_style
 
-__all__ = ["load", "summary", "draw", "render_png"]
+__all__ = ["load", "check", "summary", "draw", "render_png"]
 
 
 def load(trace_json) -> dict:
@@ -25,6 +25,37 @@ def load(trace_json) -> dict:
         return trace_json
     with open(os.fspath(trace_json)) as f:
         return json.load(f)
+
+
+# The keys each kind of event needs, by the Trace Event Format's phase ("ph"): the complete
+# events (dispatches), the flow starts and ends (dependencies), the metadata (lane names).
+_REQUIRED = {"X": ("name", "pid", "tid", "ts", "dur"), "s": ("id", "pid", "tid", "ts"),
+             "f": ("id", "pid", "tid", "ts"), "M": ("name", "pid", "args")}
+
+
+def check(trace: dict) -> dict:
+    """``trace`` itself if it is a trace these functions can read, else a ``ValueError`` naming
+    the first event that is not (its index, its phase and the keys it lacks).
+
+    A file edited by hand or written by another tool may lack keys; without this check the
+    summary or the chart would stop half-way with a bare ``KeyError``.
+    """
+    events = trace.get("traceEvents") if isinstance(trace, dict) else None
+    if not isinstance(events, list):
+        raise ValueError("no 'traceEvents' list")
+    for index, event in enumerate(events):
+        if not isinstance(event, dict):
+            raise ValueError(f"event {index} is a {type(event).__name__}, not an object")
+        missing = [k for k in _REQUIRED.get(event.get("ph"), ()) if k not in event]
+        # (only the lane-naming metadata is read; a sort index carries no name)
+        if event.get("ph") == "M" and event.get("name") in ("process_name", "thread_name"):
+            if event.get("name") == "thread_name" and "tid" not in event:
+                missing.append("tid")
+            if not isinstance(event.get("args"), dict) or "name" not in event["args"]:
+                missing.append("args.name")
+        if missing:
+            raise ValueError(f"event {index} (ph {event.get('ph')!r}) lacks {', '.join(missing)}")
+    return trace
 
 
 def _lanes(trace: dict) -> tuple[dict, list]:
@@ -40,7 +71,7 @@ def _lanes(trace: dict) -> tuple[dict, list]:
 
 def summary(trace_json) -> str:
     """Dispatches, busy time per stream lane and per kernel, dependencies: a few lines of text."""
-    trace = load(trace_json)
+    trace = check(load(trace_json))
     events = trace["traceEvents"]
     xs = [e for e in events if e.get("ph") == "X"]
     flows = sum(1 for e in events if e.get("ph") == "s")
@@ -86,7 +117,7 @@ def draw(trace_json, *, title: str | None = None, width: float = 12.0, dpi: int 
     the legend's row second. Each dispatch's bar has the gid ``"dispatch"`` or ``"failed"``, and
     each failed one an "x" marker (a line, gid ``"failed"``) above it."""
     FigureCanvasAgg, Figure, Patch = _matplotlib()
-    trace = load(trace_json)
+    trace = check(load(trace_json))
     events = trace["traceEvents"]
     xs = [e for e in events if e.get("ph") == "X"]
     labels, lanes = _lanes(trace)

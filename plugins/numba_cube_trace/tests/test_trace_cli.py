@@ -40,3 +40,18 @@ def test_file_that_is_no_trace(tmp_path):
     assert proc.returncode == 1
     line = _one_error_line(proc)
     assert "no trace" in line and "NUMBA_CUBE_TRACE" in line
+
+
+def test_events_that_lack_keys(tmp_path):
+    """A trace whose dispatch event lacks its duration, or whose event is no object: exit status
+    1 and one line naming the event and the missing key, never a KeyError's traceback."""
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"traceEvents": [{"ph": "X", "name": "k", "pid": 1, "tid": 2, "ts": 0.0}]}')
+    proc = _trace_cli(str(bad))
+    line = _one_error_line(proc)
+    assert proc.returncode == 1 and "event 0 (ph 'X') lacks dur" in line, line
+    bad.write_text('{"traceEvents": [{"ph": "M", "name": "thread_name", "pid": 1, "args": {}}, 3]}')
+    line = _one_error_line(_trace_cli(str(bad)))
+    assert "event 0 (ph 'M') lacks tid, args.name" in line, line
+    bad.write_text('{"traceEvents": [3]}')
+    assert "event 0 is a int, not an object" in _one_error_line(_trace_cli(str(bad)))

@@ -87,3 +87,18 @@ def test_kernel_bars_differ_and_the_failure_is_marked(trace):
     assert to_hex(bar.get_edgecolor()) == "#000000"
     markers = [line for line in timeline.lines if line.get_gid() == "failed"]
     assert len(markers) == 1 and markers[0].get_marker() == "x"
+
+
+def test_a_recorded_trace_passes_the_check_and_a_damaged_one_is_a_value_error(trace):
+    """``check`` accepts what the recorder writes; a dispatch without its duration is a
+    ``ValueError`` naming the event from ``summary`` and ``draw`` alike, not a ``KeyError``."""
+    from numba_cube_trace.render import check
+
+    assert check(trace) is trace
+    events = [dict(e) for e in trace["traceEvents"]]
+    index = next(i for i, e in enumerate(events) if e.get("ph") == "X")
+    del events[index]["dur"]
+    damaged = {**trace, "traceEvents": events}
+    for read in (numba_cube_trace.summary, numba_cube_trace.draw):
+        with pytest.raises(ValueError, match=f"event {index} \\(ph 'X'\\) lacks dur"):
+            read(damaged)
