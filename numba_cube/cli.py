@@ -1,6 +1,5 @@
 """``python -m numba_cube`` (also the ``numba-cube`` script): ``demo`` runs a small real pipeline;
-``info`` reports the setup; ``plugins`` lists plugins as JSON; ``cache info`` / ``cache clear``
-report and remove the disk cache (``cache_admin.py``); ``--version``.
+``info`` reports the setup; ``plugins`` lists plugins as JSON; ``--version``.
 
 ``info`` is to numba_cube what ``numba -s`` is to Numba (``numba/misc/numba_sysinfo.py``): versions,
 backends with their devices and whether they can start (and why not), plugins and where they came
@@ -181,8 +180,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     from . import __version__
 
     parser = OneLineArgumentParser(
-        prog=prog, description="numba_cube's command line: a demo, a report of the setup, the plugins, "
-                               "the disk cache.",
+        prog=prog, description="numba_cube's command line: a demo, a report of the setup, the plugins.",
         epilog="Errors are one line on stderr (exit status 1, or 2 for a bad command line); "
                "--debug, or NUMBA_CUBE_DEBUG=1 in the environment, also prints their traceback.")
     parser.add_argument("--version", action="version", version=f"numba_cube {__version__}")
@@ -205,51 +203,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                           help="versions, backends and devices, plugins, settings")
     info.add_argument("--json", action="store_true", help="print one JSON object")
     sub.add_parser("plugins", parents=[debug_after], help="the registered plugins, as JSON")
-    cache = sub.add_parser("cache", parents=[debug_after], help="the disk cache: info, clear")
-    cache_sub = cache.add_subparsers(dest="cache_command", required=True)
-    cache_info = cache_sub.add_parser("info", parents=[debug_after],
-                                      help="where the cache is, entries and bytes per kind")
-    cache_info.add_argument("--json", action="store_true", help="print one JSON object")
-    cache_clear = cache_sub.add_parser("clear", parents=[debug_after],
-                                       help="remove entries (all, or those not used for DAYS)")
-    cache_clear.add_argument("--older-than", type=_days, metavar="DAYS",
-                             help="only entries not used for this many days")
-    cache_clear.add_argument("--kind", action="append", choices=("cpu", "cuda", "autotune"),
-                             help="only this kind (repeatable; all kinds without it)")
-    cache_clear.add_argument("--json", action="store_true", help="print one JSON object")
     return parser
-
-
-def _days(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of days, got {text!r}") from None
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"expected 0 days or more, got {text}")
-    return value
-
-
-def _run_cache(args) -> int:
-    from . import cache_admin
-
-    if args.cache_command == "info":
-        data = cache_admin.summary()
-        lines = [f"cache directory: {data['directory']}"]
-        lines += [f"  {kind:9s} {v['entries']:6d} entries {v['bytes'] / 1e6:10.1f} MB"
-                  for kind, v in data["kinds"].items()]
-    else:
-        removed = cache_admin.clear(kinds=tuple(args.kind or cache_admin.KINDS),
-                                    older_than_days=args.older_than)
-        data = {"removed": removed, "entries": len(removed), "bytes": sum(r["bytes"] for r in removed)}
-        lines = [f"removed {r['kind']} {r['name']} ({r['bytes']} bytes)" for r in removed]
-        lines.append(f"removed {data['entries']} entries, {data['bytes'] / 1e6:.1f} MB")
-    if args.json:
-        json.dump(data, sys.stdout, indent=2)
-        print()
-    else:
-        print("\n".join(lines))
-    return 0
 
 
 def _positive_int(text: str) -> int:
@@ -303,8 +257,6 @@ def _run(args) -> int:
         else:
             _print_info(data)
         return 0
-    if args.command == "cache":
-        return _run_cache(args)
     if args.command == "plugins":
         from .plugins import plugin_errors, plugin_infos
 

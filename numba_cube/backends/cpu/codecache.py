@@ -101,28 +101,18 @@ def load_module(kernel_name: str, source: str) -> types.ModuleType:
         if mod is not None:
             return mod
         path = config.cache_root() / f"{stem}.py"
-        code = compile(source, str(path), "exec")   # from memory: the text given, never the file's
-        for attempt in range(_LOAD_ATTEMPTS):
-            ensure_file(path, source.encode("utf-8"))
-            mod = types.ModuleType(modname)
-            mod.__file__ = str(path)
-            sys.modules[modname] = mod
-            try:
-                exec(code, mod.__dict__)
-                numbacache.adopt(mod, source)    # before any dispatcher can read Numba's cache
-                return mod
-            except BaseException:
-                del sys.modules[modname]
-                # ``njit(cache=True)`` refuses a function whose file does not exist ("no locator
-                # available"): a ``cache clear`` in another process (cache_admin.py) may have
-                # removed the file between its write and the decorators. Write it again and
-                # retry; anything else, or a file removed every time, is raised.
-                if path.exists() or attempt == _LOAD_ATTEMPTS - 1:
-                    raise
-        raise AssertionError("unreachable")
-
-
-_LOAD_ATTEMPTS = 3        # load_module's tries when the module's file vanishes under it
+        ensure_file(path, source.encode("utf-8"))
+        code = compile(source, str(path), "exec")   # from memory: the bytes we just verified
+        mod = types.ModuleType(modname)
+        mod.__file__ = str(path)
+        sys.modules[modname] = mod
+        try:
+            exec(code, mod.__dict__)
+            numbacache.adopt(mod, source)    # before any dispatcher can read Numba's cache
+        except BaseException:
+            del sys.modules[modname]
+            raise
+        return mod
 
 
 def _translation_path(key: str) -> Path:
