@@ -53,9 +53,9 @@ import sys
 from pathlib import Path
 from typing import NamedTuple
 
-from ... import config
+from ... import cache_layout, config
 from ...runtime.handle import Binding
-from .driver import CudaError
+from .driver_errors import CudaError
 
 __all__ = ["CodeImage", "CachedCode", "DiskCache", "entry_key", "refusal", "backend_digest",
            "HITS", "MISSES", "UNCACHEABLE"]
@@ -216,7 +216,8 @@ class DiskCache:
 
     @staticmethod
     def _path(key: str) -> str:
-        return str(config.cache_root() / f"cuda-{key[:32]}.bin")
+        return str(config.cache_root() / (f"{cache_layout.CUDA_PREFIX}{key[:32]}"
+                                          f"{cache_layout.CUDA_SUFFIX}"))
 
     @staticmethod
     def _context(key: str) -> tuple[bytes, ...]:
@@ -251,6 +252,7 @@ class DiskCache:
             return None
         if payload is None:
             return None
+        cache_layout.mark_used(self._path(key))    # in use: not pruned as old
         try:
             (size,) = struct.unpack_from("<Q", payload)
             head = json.loads(payload[8:8 + size])
