@@ -147,12 +147,14 @@ def info(root: Path | None = None) -> dict:
 
 
 def clear(kinds=KINDS, older_than_days: float | None = None, root: Path | None = None,
-          now: float | None = None, timeout: float = cache_layout.LOCK_TIMEOUT_S) -> dict:
+          now: float | None = None, timeout: float | None = None) -> dict:
     """Remove the entries of ``kinds`` (all of them, or those last used more than
     ``older_than_days`` ago); ``{"root", "removed": [Entry as a dict, ...], "bytes"}``. Raises
-    ``CacheBusyError`` when the lock cannot be had within ``timeout`` seconds."""
+    ``CacheBusyError`` when the lock cannot be had within ``timeout`` seconds (default
+    ``cache_layout.LOCK_TIMEOUT_S``)."""
     from filelock import FileLock, Timeout
 
+    timeout = cache_layout.LOCK_TIMEOUT_S if timeout is None else timeout
     root = config.cache_root() if root is None else root
     now = time.time() if now is None else now
     cutoff = None if older_than_days is None else now - older_than_days * _DAY_S
