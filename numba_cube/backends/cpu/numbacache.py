@@ -215,7 +215,8 @@ def _tag(key: bytes, context: tuple[bytes, ...], payload: bytes) -> bytes:
 def write_sealed(root: Path, path: str, context: tuple[bytes, ...], payload: bytes) -> None:
     """Publish ``MAGIC + HMAC + payload`` at ``path`` (in the cache directory ``root``), the MAC
     over ``context`` (what the file stands for: its name, what it was made from) and ``payload``
-    with this user's key. ``codecache`` seals its translations this way too."""
+    with this user's key, under the cache's lock (``cache_layout.writing``, what ``cache clear``
+    takes). ``codecache`` seals its translations this way too."""
     tag = _tag(secret_key(root), context, payload)
     # Under the cache's lock, so that ``cache clear`` removes an entry whole or not at all.
     with cache_layout.writing(root):

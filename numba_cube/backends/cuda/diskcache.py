@@ -30,6 +30,9 @@ key, so a stale image is never found.
 the entry's key and its bytes) and read back by ``read_sealed``, which deletes a file that fails
 (corrupt, truncated, planted, another user's) before anything parses it; that entry is then
 compiled again and rewritten. An unwritable cache directory costs the next process a compile.
+Entries are written under the cache's lock and a hit marks its entry used
+(``cache_layout.py``), so ``python -m numba_cube cache clear`` removes an entry whole and prunes
+by last use; an entry removed meanwhile is a miss.
 
 **What is not cached** (``refusal``, and ``image_of`` of the compiler after a compile), counted
 by the server as ``cuda_disk_cache_uncacheable``: a kernel whose id is salted for this process
