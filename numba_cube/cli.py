@@ -1,5 +1,6 @@
 """``python -m numba_cube`` (also the ``numba-cube`` script): ``demo`` runs a small real pipeline;
-``info`` reports the setup; ``plugins`` lists plugins as JSON; ``--version``.
+``info`` reports the setup; ``plugins`` lists plugins as JSON; ``cache info`` and ``cache clear``
+report and prune the disk caches (``cache_admin.py``; printed here); ``--version``.
 
 ``info`` is to numba_cube what ``numba -s`` is to Numba (``numba/misc/numba_sysinfo.py``): versions,
 backends with their devices and whether they can start (and why not), plugins and where they came
@@ -203,7 +204,36 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                           help="versions, backends and devices, plugins, settings")
     info.add_argument("--json", action="store_true", help="print one JSON object")
     sub.add_parser("plugins", parents=[debug_after], help="the registered plugins, as JSON")
+    cache = sub.add_parser("cache", parents=[debug_after],
+                           help="the disk caches: compiled kernels, translations, autotune results")
+    cache_sub = cache.add_subparsers(dest="cache_command", required=True)
+    cache_info = cache_sub.add_parser("info", parents=[debug_after],
+                                      help="where the cache is, its entries and bytes per kind")
+    cache_info.add_argument("--json", action="store_true", help="print one JSON object")
+    clear = cache_sub.add_parser("clear", parents=[debug_after],
+                                 help="remove entries (all, or those not used for DAYS), printing them")
+    clear.add_argument("--older-than", type=_days, metavar="DAYS", default=None,
+                       help="only entries not used for more than DAYS days (a number, 0.5 is 12 hours)")
+    clear.add_argument("--kind", action="append", choices=_cache_kinds(), default=None,
+                       help="only this kind of entry (may be repeated; default: every kind)")
+    clear.add_argument("--json", action="store_true", help="print one JSON object")
     return parser
+
+
+def _cache_kinds() -> tuple:
+    from .cache_admin import KINDS
+
+    return KINDS
+
+
+def _days(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of days, got {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of days of 0 or more, got {text!r}")
+    return value
 
 
 def _positive_int(text: str) -> int:
@@ -257,6 +287,10 @@ def _run(args) -> int:
         else:
             _print_info(data)
         return 0
+    if args.command == "cache":
+        from .cli_cache import run_cache_command
+
+        return run_cache_command(args)
     if args.command == "plugins":
         from .plugins import plugin_errors, plugin_infos
 

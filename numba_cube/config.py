@@ -6,7 +6,7 @@ changes. A bad value warns once and falls back to the default instead of breakin
 | variable | meaning | default |
 | --- | --- | --- |
 | NUMBA_CUBE_DEVICE | device ``cube.client()`` picks | best available |
-| NUMBA_CUBE_CACHE_DIR | cache directory (generated code, Numba's cache of it, autotune.json; ``cache_root()``) | platformdirs' user cache dir (``~/.cache/numba_cube``) |
+| NUMBA_CUBE_CACHE_DIR | cache directory (generated code, Numba's cache of it, compiled CUDA kernels, autotune.json; ``cache_root()``; ``python -m numba_cube cache info/clear`` reports and prunes it, ``cache_admin.py``) | platformdirs' user cache dir (``~/.cache/numba_cube``) |
 | NUMBA_CUBE_BOUNDSCHECK | bounds-check CPU kernels (IndexError becomes a launch failure); Numba's ``NUMBA_BOUNDSCHECK`` wins when set (``boundscheck_forced``) | 0 (``BOUNDSCHECK_DEFAULT``) |
 | NUMBA_CUBE_MAX_TASKS | queued launches per stream before it executes | 32 |
 | NUMBA_CUBE_STREAM_WORKERS | most worker threads running a host device's streams (CPU backend) | twice the CPUs, at least 4 |

@@ -21,7 +21,10 @@ Generated code is code that will be executed, so:
 - a new file is written to a temp file in the same directory and published with ``os.link``
   (fails if the name exists, so a concurrent writer's good file is never replaced) or
   ``os.replace``; readers therefore never see a torn file;
-- an existing good file is left untouched, mtime included (nothing would be gained).
+- an existing good file is not rewritten; its mtime is the entry's last use
+  (``cache_layout.mark_used``), which ``python -m numba_cube cache clear --older-than`` reads;
+- files are published under the cache's lock (``cache_layout.writing``), so housekeeping
+  removes a kernel's files together or not at all.
 
 A new process need not translate a kernel again: ``store_translation`` keeps the translator's
 output under its ``cachekey.translation_key`` (``<cache dir>/translation-<key32>.json``: the
@@ -35,7 +38,6 @@ user's numba_cube; a file that fails the check is deleted and the kernel transla
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import os
 import sys
@@ -44,7 +46,7 @@ import threading
 import types
 from pathlib import Path
 
-from numba_cube import config
+from numba_cube import cache_layout, config
 from numba_cube.backends.cpu import numbacache
 
 MODULE_PREFIX = "numba_cube_gen_"
@@ -61,7 +63,13 @@ def _read_if_ours(path: Path) -> bytes | None:
 def ensure_file(path: Path, data: bytes) -> bool:
     """Make ``path`` hold exactly ``data``; True if it had to be written."""
     if _read_if_ours(path) == data:
-        return False                        # good file: keep it (and its mtime) untouched
+        return False                        # good file: keep it
+    # Under the cache's lock, so that ``cache clear`` removes an entry whole or not at all.
+    with cache_layout.writing(path.parent):
+        return _publish(path, data)
+
+
+def _publish(path: Path, data: bytes) -> bool:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".py")
     try:
         with os.fdopen(fd, "wb") as f:
@@ -88,8 +96,7 @@ def ensure_file(path: Path, data: bytes) -> bool:
 
 def module_name(kernel_name: str, source: str) -> tuple[str, str]:
     """``(module name, file stem)`` for a generated source text."""
-    digest = hashlib.sha256(source.encode("utf-8")).hexdigest()[:16]
-    stem = f"{kernel_name}_{digest}"
+    stem = cache_layout.generated_stem(kernel_name, source)
     return MODULE_PREFIX + stem, stem
 
 
@@ -101,22 +108,36 @@ def load_module(kernel_name: str, source: str) -> types.ModuleType:
         if mod is not None:
             return mod
         path = config.cache_root() / f"{stem}.py"
-        ensure_file(path, source.encode("utf-8"))
-        code = compile(source, str(path), "exec")   # from memory: the bytes we just verified
-        mod = types.ModuleType(modname)
-        mod.__file__ = str(path)
-        sys.modules[modname] = mod
         try:
-            exec(code, mod.__dict__)
-            numbacache.adopt(mod, source)    # before any dispatcher can read Numba's cache
+            return _import(modname, path, source)
         except BaseException:
-            del sys.modules[modname]
-            raise
-        return mod
+            if path.exists():
+                raise
+        # ``cache clear`` removed the file between its check and the import (Numba's decorator
+        # wants it there): once more, under the cache's lock, which no removal can interleave.
+        with cache_layout.writing(path.parent):
+            return _import(modname, path, source)
+
+
+def _import(modname: str, path: Path, source: str) -> types.ModuleType:
+    if not ensure_file(path, source.encode("utf-8")):
+        cache_layout.mark_used(path)        # its entry is in use: not pruned as old
+    code = compile(source, str(path), "exec")   # from memory: the bytes we just verified
+    mod = types.ModuleType(modname)
+    mod.__file__ = str(path)
+    sys.modules[modname] = mod
+    try:
+        exec(code, mod.__dict__)
+        numbacache.adopt(mod, source)        # before any dispatcher can read Numba's cache
+    except BaseException:
+        del sys.modules[modname]
+        raise
+    return mod
 
 
 def _translation_path(key: str) -> Path:
-    return config.cache_root() / f"translation-{key[:32]}.json"
+    return config.cache_root() / (f"{cache_layout.TRANSLATION_PREFIX}{key[:32]}"
+                                  f"{cache_layout.TRANSLATION_SUFFIX}")
 
 
 def _translation_context(key: str) -> tuple[bytes, ...]:

@@ -50,14 +50,14 @@ from numba.core.caching import CompileResultCacheImpl, FunctionCache, _CacheLoca
 from numba.core.dispatcher import Dispatcher
 from numba.core.serialize import dumps
 
-from numba_cube import config
+from numba_cube import cache_layout, config
 
 __all__ = ["adopt", "AuthenticatedCache", "AuthenticatedCacheFile", "read_private", "secret_key",
            "write_sealed", "read_sealed", "KEY_NAME", "PYCACHE"]
 
-KEY_NAME = "numba-cache.key"
+KEY_NAME = cache_layout.KEY_NAME
 PYCACHE = config.NUMBA_PYCACHE        # checked private by config.cache_root()
-MAGIC = b"NBCUBE1\n"
+MAGIC = cache_layout.SEALED_MAGIC
 _KEY_BYTES = 32
 _TAG_BYTES = hashlib.sha256().digest_size
 _DOMAIN = b"numba_cube numba cache v1\0"
@@ -215,9 +215,12 @@ def _tag(key: bytes, context: tuple[bytes, ...], payload: bytes) -> bytes:
 def write_sealed(root: Path, path: str, context: tuple[bytes, ...], payload: bytes) -> None:
     """Publish ``MAGIC + HMAC + payload`` at ``path`` (in the cache directory ``root``), the MAC
     over ``context`` (what the file stands for: its name, what it was made from) and ``payload``
-    with this user's key. ``codecache`` seals its translations this way too."""
+    with this user's key, under the cache's lock (``cache_layout.writing``, what ``cache clear``
+    takes). ``codecache`` seals its translations this way too."""
     tag = _tag(secret_key(root), context, payload)
-    _write_atomically(path, MAGIC + tag + payload)
+    # Under the cache's lock, so that ``cache clear`` removes an entry whole or not at all.
+    with cache_layout.writing(root):
+        _write_atomically(path, MAGIC + tag + payload)
 
 
 def read_sealed(root: Path, path: str, context: tuple[bytes, ...]) -> bytes | None:

@@ -21,7 +21,8 @@ from __future__ import annotations
 import logging
 
 from ...errors import BackendNotFound, DeviceFault
-from .driver import CudaError, Driver
+from .driver import Driver
+from .driver_errors import CudaError
 
 __all__ = ["CudaContext"]
 

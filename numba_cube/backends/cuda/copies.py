@@ -22,7 +22,7 @@ from ...errors import LaunchArgumentError
 from ...runtime.handle import Binding
 from ...runtime.layout import from_extent, host_staging
 from ...runtime.ledger import Failure
-from .driver import CudaError
+from .driver_errors import CudaError
 from .tasks import CudaTask
 
 __all__ = ["DeviceCopies"]

@@ -30,6 +30,9 @@ key, so a stale image is never found.
 the entry's key and its bytes) and read back by ``read_sealed``, which deletes a file that fails
 (corrupt, truncated, planted, another user's) before anything parses it; that entry is then
 compiled again and rewritten. An unwritable cache directory costs the next process a compile.
+Entries are written under the cache's lock and a hit marks its entry used
+(``cache_layout.py``), so ``python -m numba_cube cache clear`` removes an entry whole and prunes
+by last use; an entry removed meanwhile is a miss.
 
 **What is not cached** (``refusal``, and ``image_of`` of the compiler after a compile), counted
 by the server as ``cuda_disk_cache_uncacheable``: a kernel whose id is salted for this process
@@ -53,9 +56,9 @@ import sys
 from pathlib import Path
 from typing import NamedTuple
 
-from ... import config
+from ... import cache_layout, config
 from ...runtime.handle import Binding
-from .driver import CudaError
+from .driver_errors import CudaError
 
 __all__ = ["CodeImage", "CachedCode", "DiskCache", "entry_key", "refusal", "backend_digest",
            "HITS", "MISSES", "UNCACHEABLE"]
@@ -216,7 +219,8 @@ class DiskCache:
 
     @staticmethod
     def _path(key: str) -> str:
-        return str(config.cache_root() / f"cuda-{key[:32]}.bin")
+        return str(config.cache_root() / (f"{cache_layout.CUDA_PREFIX}{key[:32]}"
+                                          f"{cache_layout.CUDA_SUFFIX}"))
 
     @staticmethod
     def _context(key: str) -> tuple[bytes, ...]:
@@ -251,6 +255,7 @@ class DiskCache:
             return None
         if payload is None:
             return None
+        cache_layout.mark_used(self._path(key))    # in use: not pruned as old
         try:
             (size,) = struct.unpack_from("<Q", payload)
             head = json.loads(payload[8:8 + size])

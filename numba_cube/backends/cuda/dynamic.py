@@ -54,7 +54,7 @@ import numpy as np
 
 from ...runtime.dispatch import run_recorded
 from ...runtime.ledger import failed_writing
-from .driver import CudaError
+from .driver_errors import CudaError
 
 log = logging.getLogger("numba_cube")
 

@@ -37,7 +37,7 @@ from ...errors import CaptureError
 from ...runtime.capture import Graph
 from ...runtime.dispatch import Recorded, run_recorded
 from ...runtime.ledger import ExecuteScope
-from .driver import CudaError
+from .driver_errors import CudaError
 from .tasks import CudaTask
 
 __all__ = ["CudaGraph"]

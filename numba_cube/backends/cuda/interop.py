@@ -53,7 +53,7 @@ from ...runtime.borrowed import BorrowedEntry, BorrowedTable
 from ...runtime.handle import Allocation, Binding, Handle
 from ...runtime.layout import layout_strides
 from .dlpack import parse_dlpack
-from .driver import CudaError
+from .driver_errors import CudaError
 from .foreign_array import ForeignArray
 from .memory import DeviceMemory
 from .tasks import CudaTask

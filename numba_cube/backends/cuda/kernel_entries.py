@@ -27,7 +27,7 @@ from ...runtime.composite import COMPOSITE_TYPES, analysis_entry
 from ...runtime.handle import Binding
 from . import diskcache
 from .compiler import arg_kinds, jit_options
-from .driver import CudaError
+from .driver_errors import CudaError
 
 __all__ = ["KernelEntry", "KernelEntries"]
 

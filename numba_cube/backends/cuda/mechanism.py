@@ -11,7 +11,7 @@ CUDA parts, each with its dependencies given to its constructor:
 - ``CudaStreams`` (``streams.py``), the executor: a task runs at once, on the CUDA stream of its
   stream id, after device-side event waits for its dependencies;
 - ``KernelEntries`` (``kernel_entries.py``): numba-cuda compiles once per signature; a *bound
-  launch* (``CudaBoundLaunch``) holds the kernel as a ``PackedLaunch`` (``packed_launch.py``: the
+  launch* (``CudaBoundLaunch``, made by ``bound_launch.py``) holds the kernel as a ``PackedLaunch`` (``packed_launch.py``: the
   buffers' pointers, shapes and strides packed once) with its read and write sets;
 - ``WarmPath`` (``fast_path.py``): a launch that repeats an earlier one skips all of the above but
   the dependency check and the driver call (the client calls it first);
@@ -29,7 +29,6 @@ thread would cost more than that.
 
 from __future__ import annotations
 
-import logging
 import time
 
 import numpy as np
@@ -37,16 +36,17 @@ import numpy as np
 from ... import config
 from ...errors import LaunchArgumentError
 from ...runtime import observers
-from ...runtime.composite import COMPOSITE_TYPES
-from ...runtime.dispatch import Recorded, regions_of
+from ...runtime.dispatch import Recorded
 from ...runtime.handle import Binding
 from ...runtime.requests import refusal_of
 from ..base import DeviceMechanism
+from .bound_launch import CudaBoundLaunch, bind_launch, bound_launch_key
 from .compiler import JIT_OPTIONS
 from .context import CudaContext
 from .copies import DeviceCopies
 from .dlpack_export import DLPackExporter
-from .driver import CudaError, Driver
+from .driver import Driver
+from .driver_errors import CudaError
 from .dynamic import DynamicCounts
 from .fast_path import WarmPath
 from .graphs import CudaGraph
@@ -58,32 +58,7 @@ from .packed_launch import PackedLaunch
 from .streams import CudaStreams
 from .tasks import CudaTask
 
-__all__ = ["CudaMechanism", "CudaBoundLaunch"]
-
-log = logging.getLogger("numba_cube")
-
-_U32 = np.dtype(np.uint32)
-
-
-class CudaBoundLaunch:
-    """A launch bound to its buffers on the GPU: everything a warm launch needs, worked out once."""
-
-    __slots__ = ("packed", "error", "reads", "writes", "read_mems", "write_mems", "device_count",
-                 "readback", "count_ptr", "foreign", "wrapper_grids")
-
-    def __init__(self):
-        self.packed = None          # PackedLaunch of the kernel (None on a compile failure)
-        self.error = None           # the compile failure
-        self.reads = ()
-        self.writes = ()
-        self.read_mems = frozenset()
-        self.write_mems = frozenset()
-        self.device_count = None    # PackedLaunch of the device-count wrapper, when eligible
-        self.readback = False       # a dynamic count resolved by read-back
-        self.count_ptr = 0
-        self.foreign = ()           # memory ids of borrowed buffers it binds
-        self.wrapper_grids = {}     # block threads -> wrapper grid (device count)
-
+__all__ = ["CudaMechanism"]
 
 class CudaMechanism(DeviceMechanism):
     """One GPU, as mechanism: ``index`` of ``driver`` (the real one by default), kernels compiled
@@ -210,48 +185,12 @@ class CudaMechanism(DeviceMechanism):
     def prepare(self) -> None:
         self.activate()
 
-    def bound_launch_key(self, req):
-        """Kernel, bindings (scalars by type, composites by key), options and the count's
-        binding: the geometry is not packed, so launches of any geometry share one."""
-        return (req.kernel.id, tuple([a if type(a) is Binding
-                                      else a.key if type(a) in COMPOSITE_TYPES else type(a)
-                                      for a in req.args]), req.options, req.count_binding)
+    # The server's hook, answered by bound_launch.py without a call frame of this class's own.
+    bound_launch_key = staticmethod(bound_launch_key)
 
     def bind_launch(self, req) -> CudaBoundLaunch:
-        args = req.args
-        kernel = req.kernel
-        entry = self.entries.entry(kernel, args, req.options)
-        bound = CudaBoundLaunch()
-        reads, writes = regions_of(req, entry.access)
-        bound.reads, bound.writes = reads, writes
-        bound.read_mems = frozenset(r[0] for r in reads)
-        bound.write_mems = frozenset(w[0] for w in writes)
-        borrowed = self.interop.borrowed_ids
-        bound.foreign = tuple(m for m in bound.read_mems | bound.write_mems if m in borrowed)
-        if entry.error is not None:
-            bound.error = entry.error
-            return bound
-        pointer_of = self._pointer_of
-        bound.packed = PackedLaunch(entry.compiled, self.driver, args, pointer_of)
-        cb = req.count_binding
-        if cb is not None:
-            bound.count_ptr = pointer_of(cb)
-            bound.readback = True
-            if self.dynamic.mode == "auto":
-                wrapper = self.dynamic.wrapper_of(kernel)
-                if not isinstance(wrapper, Exception):
-                    count_arg = Binding(cb.memory_id, cb.offset, (3,), _U32)
-                    wargs = (count_arg,) + tuple(args)
-                    wentry = self.entries.entry(kernel, wargs, req.options, py_func=wrapper,
-                                                kid=kernel.id + "#device-count",
-                                                access=((True, False),) + tuple(entry.access))
-                    if wentry.error is None:
-                        bound.device_count = PackedLaunch(wentry.compiled, self.driver, wargs,
-                                                          pointer_of)
-                    else:
-                        log.info("numba_cube: device-count form of %s does not compile (%s); "
-                                 "dynamic counts are read back", kernel.name, wentry.error)
-        return bound
+        return bind_launch(req, self.entries, self.dynamic, self.driver,
+                           self.interop.borrowed_ids, self._pointer_of)
 
     def _pointer_of(self, b: Binding) -> int:
         return self._server.memory[b.memory_id][1].ptr + b.offset

@@ -29,7 +29,7 @@ from collections import defaultdict
 import numpy as np
 
 from ...runtime.memory import size_class
-from .driver import CudaError
+from .driver_errors import CudaError
 
 __all__ = ["DeviceMemory", "DeviceAllocator", "PinnedPool", "host_view"]
 

@@ -41,7 +41,7 @@ import numpy as np
 from numba_cube import config
 from numba_cube.backends.base import HostBackend
 from numba_cube.backends.cuda.compiler import JIT_OPTIONS
-from numba_cube.backends.cuda.driver import CudaError
+from numba_cube.backends.cuda.driver_errors import CudaError
 from numba_cube.runtime.borrowed import describe_host_array
 from numba_cube.runtime.channel import ThreadChannel
 from numba_cube.runtime.geometry import MAX_DYNAMIC_SHARED_BYTES

@@ -1,0 +1,97 @@
+"""What the disk caches keep under ``config.cache_root()``, and the lock their writers take.
+
+One place names every file of the cache directory, so that the writers (``backends/cpu/
+codecache.py``, ``backends/cpu/numbacache.py``, ``backends/cuda/diskcache.py``, ``autotune_store.py``)
+and the housekeeping that reads them back (``cache_admin.py``: ``python -m numba_cube cache``)
+cannot disagree. It imports nothing heavy (no Numba, no NumPy): ``cache info`` must be quick.
+
+| file | kind | what |
+| --- | --- | --- |
+| ``<kernel>_<sha16>.py`` | cpu | a generated module (``codecache.load_module``) |
+| ``__pycache__/<kernel>_<sha16>.*.nbi``, ``.nbc`` | cpu | Numba's cache of that module's functions |
+| ``translation-<key32>.json`` | cpu | a sealed translation whose text is one of those modules |
+| ``cuda-<key32>.bin`` | cuda | a sealed compiled CUDA kernel (``diskcache.py``) |
+| ``autotune.json`` | autotune | the autotune results (``autotune_store.py``, its own lock) |
+| ``numba-cache.key``, ``*.lock`` | - | the sealing key and the locks: never removed |
+| ``.tmp-*``, ``.autotune-*`` | - | a writer's file before it is published |
+
+**The lock.** Every writer of a cpu or cuda file publishes it while holding ``cache.lock``
+(``writing``, a ``filelock.FileLock``), and housekeeping removes entries while holding it, so an
+entry is removed whole (its files all gone together) or not at all, and never while a writer is
+adding a file to it. Readers take no lock: each file is read whole through one descriptor, which
+a removal does not disturb (POSIX), and a file found missing is a cache miss (translate or
+compile again). A writer that cannot get the lock within ``LOCK_TIMEOUT_S`` gets
+``filelock.Timeout``, an ``OSError``: what every writer already treats as an unwritable cache.
+
+**Last use.** An entry's age is the newest modification time of its files. A reader that finds
+an entry marks it used (``mark_used``: the head file's mtime, at most once an hour, so a warm
+start costs one ``stat`` per kernel), so entries in use are not pruned as old.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import threading
+import time
+from pathlib import Path
+
+__all__ = ["LOCK_NAME", "LOCK_TIMEOUT_S", "KEY_NAME", "TRANSLATION_PREFIX", "TRANSLATION_SUFFIX",
+           "CUDA_PREFIX", "CUDA_SUFFIX", "MODULE_SUFFIX", "TEMP_PREFIXES", "SEALED_MAGIC",
+           "SEALED_HEADER_BYTES", "generated_stem", "writing", "mark_used"]
+
+LOCK_NAME = "cache.lock"
+#: how long a writer (or ``cache clear``) waits for the lock: a removal holds it for the
+#: unlinks of one sweep, a writer for one file's publication
+LOCK_TIMEOUT_S = 60.0
+KEY_NAME = "numba-cache.key"
+TRANSLATION_PREFIX, TRANSLATION_SUFFIX = "translation-", ".json"
+CUDA_PREFIX, CUDA_SUFFIX = "cuda-", ".bin"
+MODULE_SUFFIX = ".py"
+#: prefixes of a writer's file before it is published (``tempfile.mkstemp`` in the same folder)
+TEMP_PREFIXES = (".tmp-", ".autotune-")
+#: a sealed file (``numbacache.write_sealed``) is this, an HMAC-SHA256 tag, then the payload
+SEALED_MAGIC = b"NBCUBE1\n"
+SEALED_HEADER_BYTES = len(SEALED_MAGIC) + hashlib.sha256().digest_size
+
+#: a reader re-marks an entry used only when its mark is older than this (seconds)
+_USE_MARK_S = 3600.0
+
+
+def generated_stem(kernel_name: str, source: str) -> str:
+    """The file stem of the generated module whose text is ``source``: ``<kernel>_<sha16>``."""
+    return f"{kernel_name}_{hashlib.sha256(source.encode('utf-8')).hexdigest()[:16]}"
+
+
+@contextlib.contextmanager
+def writing(root: Path, timeout: float = LOCK_TIMEOUT_S):
+    """Hold the cache directory's lock (see the module docstring) for the block; re-entrant in
+    a thread (an import retried under the lock publishes its file under it too: a second
+    ``flock`` of the same file from the same process would wait for itself)."""
+    held = _held.__dict__.setdefault("roots", set())
+    key = str(root)
+    if key in held:
+        yield
+        return
+    from filelock import FileLock      # here: 10-15 ms of import that a warm start never needs
+
+    with FileLock(str(root / LOCK_NAME), timeout=timeout, mode=0o600):
+        held.add(key)
+        try:
+            yield
+        finally:
+            held.discard(key)
+
+
+_held = threading.local()      # the cache roots whose lock this thread holds
+
+
+def mark_used(path: Path | str) -> None:
+    """Record that the entry whose head file is ``path`` was just used (its mtime, at most once
+    an hour); a file that is gone or read-only is left as it is: the mark only decides pruning."""
+    try:
+        if time.time() - os.stat(path).st_mtime > _USE_MARK_S:
+            os.utime(path)
+    except OSError:
+        pass
