@@ -304,9 +304,25 @@ class CubeKernel:
         # the choice to LLVM, which does not always unswitch it (measured: a tenth of the warp
         # block-sum benchmark).
         with w.indent(f"if {warps_emit.dense_flag(mask, sel)}:"):
-            self._allocating_loops(w, region, code, skip, uses_flag)
+            if self._reads_shuffle_in_block(region):
+                # every warp whole under the mask (``whole_flag``): a selected unit's partner
+                # in its warp is selected too, so the read skips loading the partner's mask
+                # (measured: a sixth of the warp block-sum benchmark)
+                with w.indent(f"if {warps_emit.whole_flag(mask, sel)}:"):
+                    self._allocating_loops(w, region, code, skip, uses_flag, whole=True)
+                with w.indent("else:"):
+                    self._allocating_loops(w, region, code, skip, uses_flag)
+            else:
+                self._allocating_loops(w, region, code, skip, uses_flag)
         with w.indent("else:"):
             self._allocating_loops(w, region, code, skip_unselected, uses_flag)
+
+    def _reads_shuffle_in_block(self, region: Region) -> bool:
+        """Does ``region`` read a shuffle executed under its own mask, whose mask has not changed
+        since (no ``snapshot``)? Its read may then rely on the block's ``whole_flag``."""
+        return any(ex.ctx == region.ctx and ex.k not in self.snapshots
+                   for name, ex in self.shuffles.items()
+                   if name in region.live_in and name in _mentioned(region.code))
 
     def _guard_range(self, region: Region, code):
         """``(code, tx_range)``: a region that is one ``if`` bounding ``threadIdx.x`` loops over
@@ -328,13 +344,15 @@ class CubeKernel:
         return not self.grid and (ctx in self.spanned or ctx[0] in self.monotone)
 
     def _allocating_loops(self, w: Writer, region: Region, code, skip, uses_flag,
-                          tx_range=None) -> None:
+                          tx_range=None, whole: bool = False) -> None:
+        """``whole``: printed where every warp is whole under the region's mask."""
         loads, stores_ = self.loads[region.index], self.stores[region.index]
         mentioned = _mentioned(code)
         allocated = self.allocated[region.index]
         pending = sorted((set(loads) | set(stores_)) - allocated)
         if not pending:
-            self._unit_loop(w, region, code, mentioned, skip, uses_flag, allocated, tx_range)
+            self._unit_loop(w, region, code, mentioned, skip, uses_flag, allocated, tx_range,
+                            whole)
             return
         # Two copies of the loop: the one with first-store allocations runs until every replica
         # exists (the first cube of a chunk, typically), the other from then on. Allocating
@@ -342,14 +360,15 @@ class CubeKernel:
         # count update per unit (measured: 50x on a region that is one load and one store).
         with w.indent(f"if {' and '.join(f'{n}__ok' for n in pending)}:"):
             self._unit_loop(w, region, code, mentioned, skip, uses_flag,
-                            allocated | set(pending), tx_range)
+                            allocated | set(pending), tx_range, whole)
         with w.indent("else:"):
-            self._unit_loop(w, region, code, mentioned, skip, uses_flag, allocated, tx_range)
+            self._unit_loop(w, region, code, mentioned, skip, uses_flag, allocated, tx_range,
+                            whole)
 
     def _unit_loop(self, w: Writer, region: Region, code, mentioned, skip, uses_flag,
-                   allocated: set[str], tx_range=None) -> None:
+                   allocated: set[str], tx_range=None, whole: bool = False) -> None:
         """One loop over the units running ``code``; replicas not in ``allocated`` are tested
-        (loads) or allocated on first store."""
+        (loads) or allocated on first store. ``whole``: as ``_allocating_loops``."""
         slot = self.slot
         outer, w = w, Writer()          # the body first: its text decides the loops' shape
         if skip:
@@ -361,7 +380,8 @@ class CubeKernel:
         for name in sorted(region.live_in & set(self.shuffles) & mentioned):
             ex = self.shuffles[name]
             for line in warps_emit.shuffle_read(ex, self.uniform, slot, self.has_exit,
-                                                ex.k in self.snapshots):
+                                                ex.k in self.snapshots,
+                                                whole and ex.ctx == region.ctx):
                 w.line(line)
         for name in sorted(region.live_in & self.local_replicated & mentioned):
             w.line(f"{name} = {name}__r[{slot}]")

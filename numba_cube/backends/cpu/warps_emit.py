@@ -187,11 +187,14 @@ def _exchange_body(w, ex, fn, uniform, per_unit, args, total, group) -> None:
 
 
 def shuffle_read(ex: Exchange, uniform: set[str], slot: str, exits: bool,
-                 snapshot: bool) -> list[str]:
+                 snapshot: bool, whole: bool = False) -> list[str]:
     """Lines that give unit ``slot`` the result of shuffle ``ex``, in the unit loop of a region
     after it: the source lane's operand, read from the operand's ``[slots]`` array, or the unit's
     own where PTX says so or CUDA leaves it undefined (``warps_runtime``'s docstring). A
-    uniform operand is every lane's result. Written out rather than called: a call that takes
+    uniform operand is every lane's result. ``whole``: the read runs where every warp is whole
+    under the exchange's mask (``whole_flag``) and the mask has not changed since (no
+    ``snapshot``): a live source lane of the reader's warp then executes the shuffle, and its
+    mask entry need not be read. Written out rather than called: a call that takes
     arrays costs Numba a reference count update per unit (measured: 17x on the read)."""
     _, value, lane = ex.inputs
     result, k = ex.outputs[0], ex.k
@@ -200,7 +203,7 @@ def shuffle_read(ex: Exchange, uniform: set[str], slot: str, exits: bool,
     b = lane if lane in uniform else f"{lane}__r[{slot}]"
     src, other = f"__src{k}", f"__other{k}"
     if _padded(ex, uniform):
-        return _padded_read(ex, slot, exits, snapshot)
+        return _padded_read(ex, slot, exits, snapshot, whole)
     offset = {"shfl_sync": f"({b}) & 31", "shfl_up_sync": f"__lane - (({b}) & 31)",
               "shfl_down_sync": f"__lane + (({b}) & 31)",
               "shfl_xor_sync": f"__lane ^ (({b}) & 31)"}[ex.op]
@@ -210,23 +213,26 @@ def shuffle_read(ex: Exchange, uniform: set[str], slot: str, exits: bool,
     else:        # masks and exit flags are as the exchange saw them until the region ends
         if exits:
             undefined.append(f"__exited[{other}]")
-        if ex.ctx is not None:
+        if ex.ctx is not None and not whole:
             undefined.append(f"{ex.ctx[0]}[{other}] != {ex.ctx[1]}")
     return [f"__lane = __tid & 31", f"{src} = {offset}", f"{other} = {slot} - __lane + {src}",
             f"if {' or '.join(undefined)}:", f"    {other} = {slot}",
             f"{result} = {value}__r[{other}]"]
 
 
-def _executes(ex: Exchange, other: str, exits: bool, snapshot: bool) -> list[str]:
-    """Conditions for the source slot ``other`` (inside the cube) to execute the shuffle."""
+def _executes(ex: Exchange, other: str, exits: bool, snapshot: bool,
+              whole: bool) -> list[str]:
+    """Conditions for the source slot ``other`` (inside the cube, in the reader's warp) to
+    execute the shuffle; ``whole`` as ``shuffle_read``."""
     if snapshot:
         return [f"{snapshot_array(ex)}[{other}]"]
     # masks and exit flags are as the exchange saw them until the region ends
     return ([f"not __exited[{other}]"] if exits else []) + (
-        [f"{ex.ctx[0]}[{other}] == {ex.ctx[1]}"] if ex.ctx is not None else [])
+        [f"{ex.ctx[0]}[{other}] == {ex.ctx[1]}"] if ex.ctx is not None and not whole else [])
 
 
-def _padded_read(ex: Exchange, slot: str, exits: bool, snapshot: bool) -> list[str]:
+def _padded_read(ex: Exchange, slot: str, exits: bool, snapshot: bool,
+                 whole: bool) -> list[str]:
     """``shuffle_read`` for a uniform lane operand ``b`` of ``shfl_down_sync`` (source slot
     ``slot + (b & 31)``, undefined past the warp or the cube), ``shfl_xor_sync`` (source lane
     ``lane ^ (b & 31)``) or ``shfl_sync`` (source lane ``b & 31``; these two always in the warp,
@@ -245,7 +251,7 @@ def _padded_read(ex: Exchange, slot: str, exits: bool, snapshot: bool) -> list[s
         in_cube = [f"__tid - __lane + {src} < __nt"]
     # no short circuit (a branch per unit): the source's mask and exit flags are loaded even
     # past the cube, from the spare slots their arrays get too (``CubeKernel._chunk_prologue``)
-    terms = in_cube + _executes(ex, other, exits, snapshot)
+    terms = in_cube + _executes(ex, other, exits, snapshot, whole)
     lines += [f"{inside} = {' & '.join(f'({t})' for t in terms)}",
               f"__xs{k} = {value}__r[{other}]", f"__xo{k} = {value}__r[{slot}]",
               f"{result} = __xs{k} if {inside} else __xo{k}"]
