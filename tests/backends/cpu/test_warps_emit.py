@@ -230,3 +230,12 @@ def test_block_sum_tree_in_the_gpus_order(variant, nt, base, rounds):
     out = np.full(ncubes, np.nan)
     run(block_sum, variant, ncubes, nt, x, base, rounds, out)
     np.testing.assert_array_equal(out, block_sum_reference(x, nt, ncubes, base, rounds))
+
+
+def test_top_level_shuffle_reads_split_full_warps_from_the_partial_one():
+    """A region reading a padded shfl_down at the top level loops over the cube's full warps
+    (no test against the cube's end) and then over its partial last warp (with it)."""
+    text = translate_source(block_sum.py_func)
+    assert "__nfull = __nt - __nt % 32" in text
+    assert "__in1 = ((__tid & 31) + __d1 < 32)\n" in text
+    assert "__in1 = ((__tid & 31) + __d1 < 32) & (__tid + __d1 < __nt)" in text
