@@ -160,3 +160,82 @@ def test_lanes_exiting_inside_the_block_keep_the_full_mask_valid(variant):
     live = x >= 0
     expected = np.where(live, shuffle_reference("xor", x, 1, live), 0.0)
     np.testing.assert_array_equal(out, expected)
+
+
+def block_sum_reference(x, nt, ncubes, base, rounds):
+    """Per cube, the float order of a GPU's shuffle tree, written directly in NumPy: shfl_down
+    by 16, 8, 4, 2, 1 in every warp (a source past the warp or the cube gives the lane's own
+    value), lane 0 of each warp into ``sm``, then in warp 0 ``rounds`` shfl_xor rounds by
+    ``base >> k`` (taken modulo 32; a source past the cube gives the lane's own value)."""
+    out = np.empty(ncubes)
+    lane = np.arange(nt) % 32
+    for c in range(ncubes):
+        v = np.zeros(nt)
+        stop = min(x.size, (c + 1) * nt)
+        v[:stop - c * nt] = x[c * nt:stop]
+        for off in (16, 8, 4, 2, 1):
+            src = np.arange(nt) + off
+            ok = (lane + off < 32) & (src < nt)
+            v = v + np.where(ok, v[np.minimum(src, nt - 1)], v)
+        sm = v[::32]
+        w = np.arange(min(nt, 32))
+        u = np.where(w < sm.size, sm[np.minimum(w, sm.size - 1)], 0.0)
+        for k in range(rounds):
+            src = w ^ ((base >> k) & 31)
+            ok = src < w.size
+            u = u + np.where(ok, u[np.minimum(src, w.size - 1)], u)
+        out[c] = u[0]
+    return out
+
+
+@cuda.jit
+def block_sum(x, base, rounds, out):
+    sm = cuda.shared.array(32, np.float64)
+    tid = cuda.threadIdx.x
+    i = cuda.grid(1)
+    v = x[i] if i < x.size else 0.0
+    for off in (16, 8, 4, 2, 1):
+        v += cuda.shfl_down_sync(0xFFFFFFFF, v, off)
+    if cuda.laneid == 0:
+        sm[tid // 32] = v
+    cuda.syncthreads()
+    if tid < 32:
+        v = sm[tid] if tid < (cuda.blockDim.x + 31) // 32 else 0.0
+        for k in range(rounds):
+            v += cuda.shfl_xor_sync(0xFFFFFFFF, v, base >> k)
+        if tid == 0:
+            out[cuda.blockIdx.x] = v
+
+
+def test_whole_warp_blocks_read_shuffles_without_the_mask():
+    """Under `if tid < 32:` the block's shuffle read is printed twice: without loading the
+    partner's mask entry where every warp is whole under the mask (``whole_flag``), with it
+    elsewhere."""
+    text = translate_source(block_sum.py_func)
+    assert "if __m1w1:" in text
+    assert "__in2 = (__tid - __lane + __src2 < __nt)\n" in text
+    assert "__in2 = (__tid - __lane + __src2 < __nt) & (__m1[__other2] == 1)" in text
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("nt,base,rounds", [(256, 16, 5), (80, 16, 5), (48, 20, 5),
+                                            (16, 8, 4), (96, 37, 3)])
+def test_block_sum_tree_in_the_gpus_order(variant, nt, base, rounds):
+    """The warp block-sum (shfl_down in every warp, shfl_xor under `if tid < 32:` with run-time
+    distances) gives bit for bit the sums of the GPU's shuffle tree, for cubes that are whole
+    warps, end in a partial warp (80, 48, 96 units), or are smaller than one warp (16), and for
+    an input that ends inside the last cube."""
+    ncubes = 3
+    x = np.random.default_rng(nt + base).standard_normal(ncubes * nt - 5)
+    out = np.full(ncubes, np.nan)
+    run(block_sum, variant, ncubes, nt, x, base, rounds, out)
+    np.testing.assert_array_equal(out, block_sum_reference(x, nt, ncubes, base, rounds))
+
+
+def test_top_level_shuffle_reads_split_full_warps_from_the_partial_one():
+    """A region reading a padded shfl_down at the top level loops over the cube's full warps
+    (no test against the cube's end) and then over its partial last warp (with it)."""
+    text = translate_source(block_sum.py_func)
+    assert "__nfull = __nt - __nt % 32" in text
+    assert "__in1 = ((__tid & 31) + __d1 < 32)\n" in text
+    assert "__in1 = ((__tid & 31) + __d1 < 32) & (__tid + __d1 < __nt)" in text
