@@ -1,4 +1,4 @@
-"""The issuing thread's log of the kernel ids it launched (gate 3 of a launch, ``client.py``).
+"""The issuing thread's log of the kernel ids it launched (gate 3 of a launch, ``client_launch.py``).
 
 Cheap, always on, and per thread so that parallel tests do not see each other's launches. The
 client writes it on every launch; ``numba_cube.testing`` offers it to tests (``launched()``) and
