@@ -35,9 +35,10 @@ import threading
 from ..errors import LaunchArgumentError
 from ..kernel.kernel import Kernel, kernel as make_kernel
 from . import auto_graph, observers, profiling
+from .auto_graph import AUTO_SCOPES
 from .arguments import bind_arguments
 from .geometry import CubeCount, CubeDim, dynamic_shared_bytes
-from .launch_log import note_launch
+from .launch_log import THREAD_LOG, note_launch
 from .modes import LaunchMode, claim_skipped_launch, launch_mode
 from .outcomes import LaunchOutcome
 from .requests import LaunchRequest
@@ -55,6 +56,7 @@ class LaunchOps:
     def __init__(self, server, options: dict):
         self._fast = server.fast_launch     # bound once: the warm path, or None
         self._options_key = tuple(sorted(options.items()))
+        self._exclusive = server.exclusive  # bound once too: a server keeps its gate for life
 
     # -- launch ---------------------------------------------------------------------------------------
     def launch(self, kernel, count, dim, *args, shared_bytes: int = 0) -> None:
@@ -66,9 +68,8 @@ class LaunchOps:
         ``cuda.shared.array(0, dtype)`` of the kernel views (numba's ``kernel[count, dim, stream,
         shared_bytes]``); a negative size, or one above the device's limit, is
         ``LaunchArgumentError`` here, before anything is queued."""
-        server = self.server
         fast = self._fast
-        if fast is not None and not WATCHING[0] and server.exclusive.owner is None:
+        if fast is not None and not WATCHING[0] and self._exclusive.owner is None:
             # Nothing watches single launches (no observer, profile or dry run: watchers.py) and
             # nobody holds the device: a repeat of an armed launch (backends/cuda/fast_path.py)
             # passes the gates by construction (a count that was not zero, handles of this
@@ -81,16 +82,19 @@ class LaunchOps:
                     stream = StreamId.current()
             kernel_id = fast(kernel, count, dim, args, stream, self._options_key, shared_bytes)
             if kernel_id is not None:
-                note_launch(kernel_id)                      # gate 3
+                try:
+                    THREAD_LOG.log.append(kernel_id)        # gate 3: note_launch, inlined
+                except AttributeError:
+                    note_launch(kernel_id)                  # (this thread's first launch)
                 return
             as_called = (kernel, count, dim, args)
-        elif auto_graph.AUTO_SCOPES[0]:
+        elif AUTO_SCOPES[0]:
             # An auto_graph scope is open somewhere (it counts in WATCHING): its tracer may defer
             # this launch, and what it deferred goes out before anything else (auto_graph.py).
             if auto_graph.launch(self, kernel, count, dim, args, shared_bytes, self._options_key,
                                  self.pinned):
                 return
-            quiet = fast is not None and WATCHING[0] == auto_graph.AUTO_SCOPES[0]
+            quiet = fast is not None and WATCHING[0] == AUTO_SCOPES[0]
             as_called = (kernel, count, dim, args) if quiet else None
         else:
             as_called = None

@@ -12,9 +12,14 @@ import collections
 import contextlib
 import threading
 
-__all__ = ["note_launch", "launched", "clear_launched", "record_launches"]
+__all__ = ["note_launch", "launched", "clear_launched", "record_launches", "THREAD_LOG"]
 
 _local = threading.local()
+
+#: Where this thread's log is, as ``THREAD_LOG.log`` (an ``AttributeError`` before the thread's
+#: first launch): a launch path that must save a call appends to it itself and calls
+#: ``note_launch`` only on that error (the warm launch, ``client_launch.py``).
+THREAD_LOG = _local
 _LOG_LENGTH = 1024  # bounded: a long-running program must not grow a log nobody reads
 
 
