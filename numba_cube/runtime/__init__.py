@@ -2,7 +2,9 @@
 
 | module | room |
 | --- | --- |
-| client.py | the issuing-thread gates and the public client API |
+| client.py | the public client: `with client:`, pinned streams, capture, auto-graph, profile and exclusive scopes |
+| client_launch.py | the client's launches: the issuing-thread gates, the warm path, the submission |
+| client_buffers.py | the client's buffers: allocate, write, read, check, synchronize |
 | arguments.py | how launch arguments travel: handles as bindings, scalars typed as numba.cuda types them |
 | requests.py | the launch request (issuing thread -> server) and the launch-limit refusal |
 | modes.py | dry runs and real runs (the launch mode) |

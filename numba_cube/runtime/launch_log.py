@@ -1,4 +1,4 @@
-"""The issuing thread's log of the kernel ids it launched (gate 3 of a launch, ``client.py``).
+"""The issuing thread's log of the kernel ids it launched (gate 3 of a launch, ``client_launch.py``).
 
 Cheap, always on, and per thread so that parallel tests do not see each other's launches. The
 client writes it on every launch; ``numba_cube.testing`` offers it to tests (``launched()``) and
@@ -12,9 +12,14 @@ import collections
 import contextlib
 import threading
 
-__all__ = ["note_launch", "launched", "clear_launched", "record_launches"]
+__all__ = ["note_launch", "launched", "clear_launched", "record_launches", "THREAD_LOG"]
 
 _local = threading.local()
+
+#: Where this thread's log is, as ``THREAD_LOG.log`` (an ``AttributeError`` before the thread's
+#: first launch): a launch path that must save a call appends to it itself and calls
+#: ``note_launch`` only on that error (the warm launch, ``client_launch.py``).
+THREAD_LOG = _local
 _LOG_LENGTH = 1024  # bounded: a long-running program must not grow a log nobody reads
 
 

@@ -44,7 +44,7 @@ def client():
 
 
 def _bind(client, kernel, *args):
-    return bind_arguments(client.server, client._own, kernel, args)
+    return bind_arguments(client.server, client.binding_of, kernel, args)
 
 
 @cube.kernel

@@ -77,7 +77,7 @@ class WarmLaunch:
     """One armed launch (see the module docstring)."""
 
     __slots__ = ("count", "dim", "grid", "block", "match", "matcher", "stream", "options", "cs",
-                 "source", "packed", "fire", "read_states", "write_states", "regions",
+                 "source", "packed", "pack", "fire", "read_states", "write_states", "regions",
                  "kernel_id", "shared_bytes", "crossed", "last_task", "__weakref__")
 
     def __init__(self, count, dim, grid, block, match, stream, options, cs, bound, read_states,
@@ -93,6 +93,7 @@ class WarmLaunch:
         self.cs = cs                    # the CUDA stream of ``stream`` when armed
         self.source = bound             # the bound launch: read/write sets, memory ids
         self.packed = bound.packed      # the PackedLaunch: packed parameters, loaded function
+        self.pack = bound.packed.pack   # its scalar packing (None without scalars), bound once
         # Dynamic shared memory is part of what is matched: a launch with another size is
         # another entry (the general path armed this one after opting the function in to it).
         self.shared_bytes = shared_bytes
@@ -181,10 +182,10 @@ class WarmPath:
                 # without its call).
                 if ledger.failed_memories and ledger.first_failure(armed.regions) is not None:
                     return None
-                packed = armed.packed
-                if packed.pack is not None:
+                pack = armed.pack
+                if pack is not None:
                     try:
-                        packed.pack(args)
+                        pack(args)
                     except Exception:  # noqa: BLE001 - out of range: the general path says so
                         return None
                 seq = cs.seq + 1
@@ -229,7 +230,7 @@ class WarmPath:
                     err = fire()
                 if err:
                     # recorded as the general path records work that never started
-                    refused = packed.refused(err, armed.grid, armed.block, armed.shared_bytes)
+                    refused = armed.packed.refused(err, armed.grid, armed.block, armed.shared_bytes)
                     failed_writing(ledger, armed.kernel_id, armed.source.writes, refused)
                 # No event here: the task borrows one when somebody has to wait for it (WarmTask).
                 self._fired += 1
