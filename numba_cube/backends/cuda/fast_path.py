@@ -191,10 +191,15 @@ class WarmPath:
                 seq = cs.seq + 1
                 hazards = self._hazards
                 task = armed.last_task
-                if hazards.last_solo is armed and task is not None and task.renew(seq):
+                if hazards.last_solo is armed and task is not None and cs.renewable is task \
+                        and not task.known_done and task.mark is None:
                     # This entry made the device's last registration and nobody was handed its
-                    # task since (hazards.py, "Renewal"; WarmTask.renew): the states already
-                    # name that task, which now stands for this launch. No task, no walk.
+                    # task since (hazards.py, "Renewal"): the states already name that task,
+                    # which now stands for this launch. No task, no walk. The test and the
+                    # assignment are ``WarmTask.renew`` written out: a call less per launch of
+                    # a loop (tests/cuda/test_cuda_tasks.py pins that method's rule; the two
+                    # must say the same).
+                    task.seq = seq
                     deps = None
                 else:
                     task = WarmTask(armed.stream, cs, streams, next(self._task_ids), seq)

@@ -161,7 +161,7 @@ class WarmTask:
     order). Otherwise it says *not done*, which again only over-synchronizes.
     """
 
-    __slots__ = ("stream", "seq", "cs", "task_id", "_done", "mark", "executor", "__weakref__")
+    __slots__ = ("stream", "seq", "cs", "task_id", "known_done", "mark", "executor", "__weakref__")
 
     # What a CudaTask carries and a warm launch never has.
     run = None
@@ -179,7 +179,8 @@ class WarmTask:
         self.cs = cs
         self.executor = streams
         self.task_id = task_id
-        self._done = False
+        # Known to be done (public: the warm path reads it in its inlined renewal test).
+        self.known_done = False
         self.mark = None             # the CudaTask or StreamMark whose event covers it, once needed
 
     def renew(self, seq: int) -> bool:
@@ -188,9 +189,10 @@ class WarmTask:
         task (it is its stream's ``renewable``: no reader, sync, free or other stream was handed
         it, so no thread can be asking ``done`` or ``wait`` about the older position) and
         nothing was learnt about it (no event, not known done). Under the device lock. False:
-        the caller makes a new task."""
+        the caller makes a new task. (``WarmPath.fast_launch`` writes this test out inline: a
+        change here is a change there.)"""
         cs = self.cs
-        if cs.renewable is not self or self._done or self.mark is not None:
+        if cs.renewable is not self or self.known_done or self.mark is not None:
             return False
         self.seq = seq
         return True
@@ -198,7 +200,7 @@ class WarmTask:
     @property
     def settled(self) -> bool:
         """Known to be done already (without asking any event)."""
-        return self._done
+        return self.known_done
 
     @property
     def event(self):
@@ -207,11 +209,11 @@ class WarmTask:
 
     @property
     def done(self) -> bool:
-        if self._done:
+        if self.known_done:
             return True
         cs = self.cs
         if self.seq <= cs.done_seq:
-            self._done = True
+            self.known_done = True
             return True
         mark = self.mark
         if mark is None:
@@ -219,7 +221,7 @@ class WarmTask:
             if mark is None or mark.seq < self.seq:
                 return False          # no event covers it yet: not known to be done
         if mark.done:
-            self._done = True
+            self.known_done = True
             return True
         return False
 
@@ -231,8 +233,8 @@ class WarmTask:
         mark = self.mark
         if mark is not None:
             mark.wait()               # also moves the stream's done_seq past this task
-        self._done = True             # (no mark: done already, or the device is broken)
+        self.known_done = True             # (no mark: done already, or the device is broken)
         return True
 
     def __repr__(self) -> str:
-        return f"<WarmTask #{self.seq} on {self.stream} {'done' if self._done else 'pending'}>"
+        return f"<WarmTask #{self.seq} on {self.stream} {'done' if self.known_done else 'pending'}>"
