@@ -70,6 +70,7 @@ class CudaGraph(Graph):
                          tuple({w: None for rec in self._recorded for w in rec.writes}))
         self._read_mems = {r[0] for r in self._regions[0]}
         self._write_mems = {w[0] for w in self._regions[1]}
+        self._label = f"graph of {len(self._recorded)} launch(es)"   # its execute scope's
         if recorded:
             self._build(mechanism)
 
@@ -117,8 +118,8 @@ class CudaGraph(Graph):
 
     # called on the server (under the device lock) by DeviceServer.op_replay
     def _task(self, server):
-        missing = [m for m in self._memory_ids if m not in server.memory]
-        if missing:
+        if not server.memory.keys() >= self._memory_ids:    # (one C-level subset test)
+            missing = [m for m in self._memory_ids if m not in server.memory]
             raise CaptureError(f"graph replay: {len(missing)} buffer(s) used by the recording were freed")
         ledger = server.ledger
         recorded = self._recorded
@@ -127,7 +128,7 @@ class CudaGraph(Graph):
         driver = self._driver
         launch = driver.api.cuGraphLaunch
         success = driver.SUCCESS
-        label = f"graph of {len(recorded)} launch(es)"
+        label = self._label
         task = CudaTask(None, self.stream, "graph-replay")
 
         def run():
