@@ -226,3 +226,34 @@ def test_a_replay_waits_for_another_streams_launch_on_its_buffers(client):
         ref_x = ref_y + ref_x
     np.testing.assert_array_equal(client.read(x), ref_x)
     np.testing.assert_array_equal(client.read(y), ref_y)
+
+
+@only("fake", why="the fake driver refuses a graph launch on request")
+def test_a_refused_or_interrupted_graph_launch_fails_the_write_set(client, fake_api, monkeypatch):
+    """A ``cuGraphLaunch`` the driver refuses fails every buffer the recording writes, with the
+    driver's error as the root (a reader raises it, and a later launch that rewrites the buffer
+    repairs it); one whose call raises leaves them failed too (not written), and the exception
+    reaches the caller. A buffer only read stays clean."""
+    from _cuda_fake import R
+
+    x = client.create(np.ones(64))
+    y = client.create(np.zeros(64))
+    graph = captured_iteration(client, x, y)
+    monkeypatch.setattr(fake_api, "cuGraphLaunch", lambda *a: (R.CUDA_ERROR_INVALID_VALUE,))
+    graph.replay()
+    with pytest.raises(LaunchFailure, match="CUDA_ERROR_INVALID_VALUE"):
+        client.read(y)
+    np.testing.assert_array_equal(client.read(x), np.ones(64))
+
+    def interrupted(*a):
+        raise KeyboardInterrupt
+    client.write(y, np.zeros(64))
+    monkeypatch.setattr(fake_api, "cuGraphLaunch", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        graph.replay()
+    with pytest.raises(LaunchFailure, match="did not complete"):
+        client.read(y)
+    monkeypatch.undo()
+    client.write(y, np.zeros(64))
+    graph.replay()
+    np.testing.assert_array_equal(client.read(y), 2.0 * np.ones(64))
