@@ -25,7 +25,9 @@ device it is tried first (``launch``).
 
 Inside ``with client.auto_graph():`` a launch meets this thread's tracer first (``auto_graph.py``):
 a launch that continues a repeating sequence is deferred (the gates were passed when the sequence
-was traced, with the same arguments), anything else goes through the gates as above.
+was traced, with the same arguments), anything else goes through the gates as above. The tracer
+this thread used last is matched here, before anything else is looked up (``auto_graph.HELD``:
+the held launch, the hot path of a scope); anything it does not hold goes to ``auto_graph.launch``.
 """
 
 from __future__ import annotations
