@@ -30,6 +30,17 @@ by no buffer), one the mechanism cannot capture (a read-back dynamic count, a de
 CUDA), and any sequence while a capture window is open on its stream. A replay whose buffers carry
 a settled failure is run as the eager launches instead.
 
+**Held launches.** A deferred launch is the hot path of a scope (a training loop spends its
+time there), so the client meets it first (``client_launch.py``): this thread's last armed tracer
+is kept in ``HELD.tracer`` (a thread-local; set by ``launch`` whenever it finds a tracer, cleared
+when the thread's scope on that server closes), and a launch of that tracer's server and stream
+while nothing but scopes watches launches and nobody holds the device is matched against it
+there, under the channel's lock, with the checks ``launch`` makes (armed, no capture window open,
+no other tracer's launches deferred), written out. Any miss goes to ``launch``, which makes them
+all again. The tracer is only ever armed, held and completed on its own thread; other threads
+only flush it, under the same lock, which resets it (``graph`` None), so a tracer the fast check
+finds armed under the lock is in the state ``launch`` would have found it in.
+
 Off by default (measured: ``benchmarks/bench_auto_graph.py``); while a scope is open on any
 thread, the warm launch paths are taken only by threads whose launches no tracer defers (the scope
 counts itself in ``watchers.WATCHING``, so the warm path pays nothing when no scope is open).
@@ -44,12 +55,11 @@ from . import auto_graph_channel
 from .auto_graph_match import expectation
 from .capture import record_launches
 from .handle import Handle
-from .launch_log import THREAD_LOG, note_launch
+from .launch_log import note_launch
 from .streams import StreamId
-from .streams import thread_streams as _thread_streams
 from .watchers import WATCHING, watch
 
-__all__ = ["AutoGraphScope", "AUTO_SCOPES", "MAX_PERIOD", "launch", "launch_key"]
+__all__ = ["AutoGraphScope", "AUTO_SCOPES", "HELD", "MAX_PERIOD", "launch", "launch_key"]
 
 #: The longest sequence recognised (launches per period).
 MAX_PERIOD = 128
@@ -60,6 +70,11 @@ _count_lock = threading.Lock()
 
 # this thread's open scopes: server -> ScopeState
 _local = threading.local()
+
+#: ``HELD.tracer``: this thread's tracer that ``launch`` found last (on any server), which the
+#: client matches a launch against first ("Held launches" above); absent before the thread's
+#: first one, None once the scope it belongs to closed.
+HELD = threading.local()
 
 _SCALARS = (int, bool)
 
@@ -98,6 +113,7 @@ class Tracer:
 
     def __init__(self, channel, stream):
         self.channel = channel          # the server's AutoGraphChannel
+        self.server = channel.server
         self.stream = stream
         self.reset()
         self.refused: tuple | None = None   # the last sequence that could not be recorded
@@ -258,6 +274,8 @@ class AutoGraphScope:
         try:
             if state.depth == 0:
                 del _local.scopes[self._server]
+                if getattr(HELD, "tracer", None) is not None and HELD.tracer.server is self._server:
+                    HELD.tracer = None
                 with state.channel.lock:
                     for tracer in state.tracers.values():
                         tracer.flush_deferred()
@@ -268,10 +286,11 @@ class AutoGraphScope:
         return False
 
 
-def launch(client, kernel, count, dim, args, shared_bytes, options, pinned) -> bool:
+def launch(client, kernel, count, dim, args, shared_bytes, options, stream) -> bool:
     """``client.launch`` while some auto_graph scope is open (on any thread): True when the launch
     was taken care of here (deferred, or issued eagerly), False for the caller's general path.
-    ``options`` and ``pinned``: the client's options key and pinned stream (or None)."""
+    ``options`` and ``stream``: the client's options key and the launch's stream (its pinned
+    stream, or the thread's current one; None: the thread's current one)."""
     server = client.server
     channel = server.channel
     try:
@@ -287,15 +306,12 @@ def launch(client, kernel, count, dim, args, shared_bytes, options, pinned) -> b
         # A thread without a scope (or a launch someone watches): the warm path may fire now
         # that nothing is deferred, else the caller's general path.
         return quiet and client.fire_warm(kernel, count, dim, args, shared_bytes, None, note=True)
-    stream = pinned
     if stream is None:
-        try:
-            stream = _thread_streams.current     # StreamId.current(), inlined
-        except AttributeError:
-            stream = StreamId.current()
+        stream = StreamId.current()
     tracer = state.tracers.get(stream)
     if tracer is None:
         tracer = state.tracers[stream] = Tracer(channel, stream)
+    HELD.tracer = tracer                # the client's fast check meets it first next time
     if tracer.graph is not None:
         # The lock is kept for a held launch too: another thread's flush must see every launch
         # deferred before it, and ``defer`` updates ``pending`` and the position together.
@@ -304,22 +320,11 @@ def launch(client, kernel, count, dim, args, shared_bytes, options, pinned) -> b
                 pending = channel.pending
                 if pending and (tracer not in pending or len(pending) > 1):
                     channel.flush(keep=tracer)     # older deferred launches go out first
-                # Tracer.defer written out (two calls less per held launch, most of what a held
-                # launch costs besides its match).
-                position = tracer.position
-                if tracer.matchers[position](kernel, count, dim, args, shared_bytes, options):
-                    if position < tracer.last:
-                        if not position:
-                            pending[tracer] = None
-                        tracer.position = position + 1
-                        tracer.held.append(args)
-                        kernel_id = tracer.kernel_ids[position]
-                    else:
-                        kernel_id = tracer.complete()
-                    try:
-                        THREAD_LOG.log.append(kernel_id)    # gate 3: note_launch, inlined
-                    except AttributeError:
-                        note_launch(kernel_id)
+                # (The client's check, client_launch.py, holds the launches of a thread's last
+                # tracer without coming here: this is the way of the others.)
+                kernel_id = tracer.defer(kernel, count, dim, args, shared_bytes, options)
+                if kernel_id is not None:
+                    note_launch(kernel_id)          # gate 3
                     return True
                 tracer.flush_deferred()
     key = launch_key(kernel, count, dim, args, shared_bytes, options)

@@ -93,8 +93,8 @@ class Graph:
 
     # called on the server thread
     def _task(self, server) -> tuple[Task, set, set]:
-        missing = [m for m in self._memory_ids if m not in server.memory]
-        if missing:
+        if not server.memory.keys() >= self._memory_ids:    # (one C-level subset test)
+            missing = [m for m in self._memory_ids if m not in server.memory]
             raise CaptureError(f"graph replay: {len(missing)} buffer(s) used by the recording were freed")
         ledger = server.ledger
         recorded = self._recorded
@@ -156,7 +156,19 @@ class CaptureOps:
         self.drain_frees()
         self.mechanism.prepare()
         task, reads, writes = graph._task(self)
-        deps = self.hazards.register(task, reads, writes)
+        hazards = self.hazards
+        if hazards.baseline:
+            deps = hazards.register(task, reads, writes)
+        else:
+            # ``register``'s effect and answer, the warm launch's way (hazards.py): an automatic
+            # graph replays every iteration, almost always on buffers that only its own stream
+            # uses, and then there is no walk to make. (No owner: a replay is never renewed.)
+            write_states = hazards.states(writes)
+            read_states = hazards.states(reads - writes)
+            if hazards.register_solo(task, read_states, write_states):
+                deps = []
+            else:
+                deps = hazards.register_states(task, read_states, write_states)
         self.streams.enqueue(task, deps)
         self.counters["replays"] += 1
 

@@ -25,7 +25,9 @@ device it is tried first (``launch``).
 
 Inside ``with client.auto_graph():`` a launch meets this thread's tracer first (``auto_graph.py``):
 a launch that continues a repeating sequence is deferred (the gates were passed when the sequence
-was traced, with the same arguments), anything else goes through the gates as above.
+was traced, with the same arguments), anything else goes through the gates as above. The tracer
+this thread used last is matched here, before anything else is looked up (``auto_graph.HELD``:
+the held launch, the hot path of a scope); anything it does not hold goes to ``auto_graph.launch``.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import threading
 from ..errors import LaunchArgumentError
 from ..kernel.kernel import Kernel, kernel as make_kernel
 from . import auto_graph, observers, profiling
-from .auto_graph import AUTO_SCOPES
+from .auto_graph import AUTO_SCOPES, HELD
 from .arguments import bind_arguments
 from .geometry import CubeCount, CubeDim, dynamic_shared_bytes
 from .launch_log import THREAD_LOG, note_launch
@@ -68,18 +70,18 @@ class LaunchOps:
         ``cuda.shared.array(0, dtype)`` of the kernel views (numba's ``kernel[count, dim, stream,
         shared_bytes]``); a negative size, or one above the device's limit, is
         ``LaunchArgumentError`` here, before anything is queued."""
+        stream = self.pinned
+        if stream is None:
+            try:
+                stream = _thread_streams.current     # StreamId.current(), inlined
+            except AttributeError:
+                stream = StreamId.current()
         fast = self._fast
         if fast is not None and not WATCHING[0] and self._exclusive.owner is None:
             # Nothing watches single launches (no observer, profile or dry run: watchers.py) and
             # nobody holds the device: a repeat of an armed launch (backends/cuda/fast_path.py)
             # passes the gates by construction (a count that was not zero, handles of this
             # device matched by identity, mode EXECUTE), so what is left is the launched log.
-            stream = self.pinned
-            if stream is None:
-                try:
-                    stream = _thread_streams.current     # StreamId.current(), inlined
-                except AttributeError:
-                    stream = StreamId.current()
             kernel_id = fast(kernel, count, dim, args, stream, self._options_key, shared_bytes)
             if kernel_id is not None:
                 try:
@@ -91,8 +93,52 @@ class LaunchOps:
         elif AUTO_SCOPES[0]:
             # An auto_graph scope is open somewhere (it counts in WATCHING): its tracer may defer
             # this launch, and what it deferred goes out before anything else (auto_graph.py).
+            try:
+                tracer = HELD.tracer    # this thread's last armed tracer (auto_graph.py, "Held")
+            except AttributeError:
+                tracer = None
+            # The held launch (auto_graph.py, "Held launches"): the checks of auto_graph.launch in
+            # the order it makes them, each miss going there (which makes them all again).
+            # WATCHING, AUTO_SCOPES and the gate's owner are read without a lock, as the warm
+            # path above reads them: a watcher or an owner that another thread installed is seen
+            # by every launch ordered after that install (its lock's release), and a launch
+            # that is not ordered after it may take effect before it.
+            if tracer is not None and tracer.server is self.server \
+                    and WATCHING[0] == AUTO_SCOPES[0] and self._exclusive.owner is None \
+                    and (stream is tracer.stream or stream == tracer.stream):
+                channel = tracer.channel
+                kernel_id = None
+                lock = channel.lock
+                lock.acquire()      # (``with`` costs twice the two calls: a held launch's)
+                try:
+                    # Under the lock every other thread's flush of this tracer takes
+                    # (auto_graph_channel.py): armed, no capture window open on the device,
+                    # and nothing deferred but this tracer's own launches (the tracer is in
+                    # ``pending`` exactly while it holds any: its position is not 0).
+                    position = tracer.position
+                    pending = channel.pending
+                    if tracer.graph is not None and not tracer.server.captures \
+                            and len(pending) == (1 if position else 0) \
+                            and tracer.matchers[position](kernel, count, dim, args,
+                                                          shared_bytes, self._options_key):
+                        if position < tracer.last:
+                            if not position:
+                                pending[tracer] = None
+                            tracer.position = position + 1
+                            tracer.held.append(args)
+                            kernel_id = tracer.kernel_ids[position]
+                        else:
+                            kernel_id = tracer.complete()
+                finally:
+                    lock.release()
+                if kernel_id is not None:
+                    try:
+                        THREAD_LOG.log.append(kernel_id)    # gate 3: note_launch, inlined
+                    except AttributeError:
+                        note_launch(kernel_id)
+                    return
             if auto_graph.launch(self, kernel, count, dim, args, shared_bytes, self._options_key,
-                                 self.pinned):
+                                 stream):
                 return
             quiet = fast is not None and WATCHING[0] == AUTO_SCOPES[0]
             as_called = (kernel, count, dim, args) if quiet else None

@@ -57,6 +57,22 @@ class Failure:
     # it, or a read racing another thread's later launch would see a spurious failure.
     abandoned: list | None = None
 
+    @classmethod
+    def claim(cls, kernel_id: str) -> "Failure":
+        """A launch's provisional claim (``ExecuteScope``): ``Failure(IncompleteLaunch(kernel_id),
+        kernel_id, (kernel_id,), provisional=True, abandoned=[False])``, the same fields of a new
+        object, set straight into its ``__dict__``: a frozen dataclass's ``__init__`` sets each
+        field through ``object.__setattr__``, which was a third of a graph replay's execute scope
+        (every dispatch and every replay makes one)."""
+        claim = object.__new__(cls)
+        fields = claim.__dict__
+        fields["root"] = IncompleteLaunch(kernel_id)
+        fields["kernel_id"] = kernel_id
+        fields["chain"] = (kernel_id,)
+        fields["provisional"] = True
+        fields["abandoned"] = [False]
+        return claim
+
     @property
     def in_flight(self) -> bool:
         return self.provisional and not (self.abandoned and self.abandoned[0])
@@ -214,8 +230,7 @@ class ExecuteScope:
             if on_skip is not None:
                 on_skip(self.inherited)
         else:
-            self._claim = Failure(IncompleteLaunch(kernel_id), kernel_id, (kernel_id,),
-                                  provisional=True, abandoned=[False])
+            self._claim = Failure.claim(kernel_id)
             ledger.record(writes, self._claim)
 
     @property

@@ -13,7 +13,7 @@ import numpy as np
 
 from .handle import Handle
 
-__all__ = ["matcher", "match_of", "PLAIN_GEOMETRY", "PLAIN_SCALAR_TYPES"]
+__all__ = ["entry_matcher", "matcher", "match_of", "PLAIN_GEOMETRY", "PLAIN_SCALAR_TYPES"]
 
 #: Scalar argument types an entry matches by type: those the client binds by value. Anything
 #: else (a Handle subclass, a foreign array adopted without a copy) is never armed, because a
@@ -25,6 +25,7 @@ PLAIN_SCALAR_TYPES = frozenset({int, float, bool, complex})
 PLAIN_GEOMETRY = (int, tuple)
 
 _MATCHERS: dict = {}
+_ENTRY_FACTORIES: dict = {}
 
 
 def matcher(shape: tuple):
@@ -39,21 +40,56 @@ def matcher(shape: tuple):
     no ``_binding``) and the ``ValueError`` of another number of arguments: both mean "no match"."""
     fn = _MATCHERS.get(shape)
     if fn is None:
-        n = len(shape)
-        if n == 0:
-            src = "def match(args, expect):\n    return not args\n"
-        else:
-            tail = "," if n == 1 else ""
-            tests = " and ".join(f"a{i}._binding is e{i}" if is_handle else f"type(a{i}) is e{i}"
-                                 for i, is_handle in enumerate(shape))
-            src = (f"def match(args, expect):\n"
-                   f"    {', '.join(f'a{i}' for i in range(n))}{tail} = args\n"
-                   f"    {', '.join(f'e{i}' for i in range(n))}{tail} = expect\n"
-                   f"    return {tests}\n")
+        src = "def match(args, expect):\n"
+        if shape:
+            tail = "," if len(shape) == 1 else ""
+            src += f"    {', '.join(f'e{i}' for i in range(len(shape)))}{tail} = expect\n"
         namespace: dict = {}
-        exec(compile(src, f"<numba_cube warm-launch matcher {shape}>", "exec"), namespace)
+        exec(compile(src + _argument_tests(shape, "    "),
+                     f"<numba_cube warm-launch matcher {shape}>", "exec"), namespace)
         fn = _MATCHERS[shape] = namespace["match"]
     return fn
+
+
+def _argument_tests(shape: tuple, indent: str) -> str:
+    """The lines that unpack ``args`` and return whether it matches ``e0, e1, ...`` (names in
+    scope): per argument, by the identity of its binding (a handle) or by its type (a scalar)."""
+    n = len(shape)
+    if n == 0:
+        return f"{indent}return not args\n"
+    tail = "," if n == 1 else ""
+    tests = " and ".join(f"a{i}._binding is e{i}" if is_handle else f"type(a{i}) is e{i}"
+                         for i, is_handle in enumerate(shape))
+    return (f"{indent}{', '.join(f'a{i}' for i in range(n))}{tail} = args\n"
+            f"{indent}return {tests}\n")
+
+
+def entry_matcher(stream, count, dim, options, shared_bytes, match: tuple):
+    """``match(args, count, dim, stream, options, shared_bytes) -> bool`` for one armed launch:
+    the launch's stream (by identity), geometry, options and dynamic shared memory size (an int
+    equal to ``shared_bytes``: 64.0 == 64 is no match, the general path refuses it) first, then
+    its arguments as ``matcher`` compares them, with the same ``AttributeError``/``ValueError``
+    for the caller to catch. What the CUDA warm path compares per entry, in one call: each
+    compared value is a closure constant instead of an attribute of the entry read per launch.
+
+    Generated once per argument shape (a factory of closures), so that arming an entry is a
+    closure made, not code compiled."""
+    shape = tuple(type(m) is not type for m in match)
+    make = _ENTRY_FACTORIES.get(shape)
+    if make is None:
+        names = "".join(f", e{i}" for i in range(len(shape)))
+        src = (f"def make(S, C, D, O, B{names}):\n"
+               "    def match(args, count, dim, stream, options, shared_bytes):\n"
+               "        if stream is not S or not (count is C or count == C) or not (dim is D or "
+               "dim == D) or not (options is O or options == O) or type(shared_bytes) is not int "
+               "or shared_bytes != B:\n"
+               "            return False\n"
+               f"{_argument_tests(shape, '        ')}"
+               "    return match\n")
+        namespace: dict = {}
+        exec(compile(src, f"<numba_cube warm-launch entry matcher {shape}>", "exec"), namespace)
+        make = _ENTRY_FACTORIES[shape] = namespace["make"]
+    return make(stream, count, dim, options, shared_bytes, *match)
 
 
 def match_of(raw_args) -> tuple | None:

@@ -12,6 +12,7 @@ from numba import cuda
 
 import numba_cube as cube
 from numba_cube import CaptureError, LaunchFailure
+from numba_cube.runtime import auto_graph
 
 from ._util import PythonDevices, run_in_thread
 
@@ -381,3 +382,169 @@ def test_the_cpu_backend_replays_its_software_graph():
         assert client.server.stats["auto_graph_replays"] - before == 4
         np.testing.assert_array_equal(client.read(x), rx)
         np.testing.assert_array_equal(client.read(y), ry)
+
+
+# -- the held launch (auto_graph.py, "Held launches"): the client matches a launch against this
+# thread's last armed tracer before anything else. What that check may rely on and what it must
+# still see: the state another thread changes between two held launches (a flush, an observer,
+# exclusive use), the stream and the device the launch is for, and the end of the scope.
+
+def iterate(client, x, y, rx, ry, iterations):
+    """``iterations`` of the loop, and of its NumPy model (returned)."""
+    for _ in range(iterations):
+        body(client, x, y)
+        rx, ry = body_ref(rx, ry)
+    return rx, ry
+
+
+def armed(client, x, y, rx, ry, iterations=4):
+    """Run the loop until its sequence is armed; return the tracer and the NumPy model."""
+    rx, ry = iterate(client, x, y, rx, ry, iterations)
+    tracer = auto_graph.HELD.tracer
+    assert tracer is not None and tracer.graph is not None
+    return tracer, rx, ry
+
+
+def test_held_launches_of_an_armed_loop_do_not_reach_auto_graph_launch(client, monkeypatch):
+    """In the steady state every launch of the loop is held (or completes the sequence) by the
+    client's own check: ``auto_graph.launch`` is not called, the graph is replayed once per
+    iteration, and the results are NumPy's."""
+    x, y = client.create(np.arange(8.0)), client.create(np.ones(8))
+    rx, ry = np.arange(8.0), np.ones(8)
+    calls = []
+    original = auto_graph.launch
+    with client.auto_graph():
+        _, rx, ry = armed(client, x, y, rx, ry)
+        replays = stats(client, "auto_graph_replays")
+        monkeypatch.setattr(auto_graph, "launch", lambda *a: calls.append(a) or original(*a))
+        rx, ry = iterate(client, x, y, rx, ry, 5)
+        monkeypatch.setattr(auto_graph, "launch", original)
+        assert stats(client, "auto_graph_replays") == replays + 5
+    assert calls == []
+    np.testing.assert_array_equal(client.read(x), rx)
+    np.testing.assert_array_equal(client.read(y), ry)
+
+
+def test_another_threads_flush_between_two_held_launches_is_seen_by_the_second(client):
+    """A read by another thread after the first launch of the sequence was held flushes it and
+    resets the tracer: the next launch is not held as the second of a sequence whose first went
+    out already (it runs eagerly), so nothing is lost or run twice."""
+    x, y = client.create(np.arange(8.0)), client.create(np.ones(8))
+    rx, ry = np.arange(8.0), np.ones(8)
+    with client.auto_graph():
+        tracer, rx, ry = armed(client, x, y, rx, ry)
+        client.launch(axpy, 1, 1, 0.5, x, y)        # held
+        assert tracer.position == 1
+        ry = 0.5 * rx + ry
+        np.testing.assert_array_equal(run_in_thread(client.read, y), ry)
+        assert tracer.graph is None                 # the flush reset it
+        assert stats(client, "auto_graph_flushed") == 1
+        client.launch(scale, 1, 1, 0.25, x)         # eager now
+        client.launch(axpy, 1, 1, 2.0, y, x)
+        rx = 2.0 * ry + 0.25 * rx
+        rx, ry = iterate(client, x, y, rx, ry, 4)
+    np.testing.assert_array_equal(client.read(x), rx)
+    np.testing.assert_array_equal(client.read(y), ry)
+
+
+def test_an_observer_registered_by_another_thread_sees_the_next_launch(client):
+    """An observer another thread registers between two held launches is notified of the second
+    one, which is then not held (what was held goes out first), and the results are exact."""
+    x, y = client.create(np.arange(8.0)), client.create(np.ones(8))
+    rx, ry = np.arange(8.0), np.ones(8)
+    seen = []
+    with client.auto_graph():
+        tracer, rx, ry = armed(client, x, y, rx, ry)
+        client.launch(axpy, 1, 1, 0.5, x, y)        # held
+        ry = 0.5 * rx + ry
+        def observer(event):
+            seen.append(event.kernel_name)
+        run_in_thread(cube.add_observer, observer)
+        try:
+            client.launch(scale, 1, 1, 0.25, x)
+            rx = 0.25 * rx
+        finally:
+            cube.remove_observer(observer)
+        assert tracer.position == 0
+    assert seen == ["scale"]
+    np.testing.assert_array_equal(client.read(x), rx)
+    np.testing.assert_array_equal(client.read(y), ry)
+
+
+def test_exclusive_use_taken_by_another_thread_stops_the_held_launch_at_the_gate(client):
+    """While another thread holds the device (``client.exclusive``), a launch of an armed loop is
+    not held: it waits at the gate until the device is given back, and runs after it."""
+    x, y = client.create(np.arange(8.0)), client.create(np.ones(8))
+    rx, ry = np.arange(8.0), np.ones(8)
+    taken, give_back, order = threading.Event(), threading.Event(), []
+
+    def held_device():
+        taken.set()
+        give_back.wait(10)
+        order.append("given back")
+
+    def owner():
+        client.exclusive(held_device)
+
+    with client.auto_graph():
+        tracer, rx, ry = armed(client, x, y, rx, ry)
+        t = threading.Thread(target=owner)
+        t.start()
+        taken.wait(10)
+        threading.Timer(0.2, give_back.set).start()
+        client.launch(axpy, 1, 1, 0.5, x, y)
+        order.append("launched")
+        ry = 0.5 * rx + ry
+        t.join(10)
+        assert tracer.position == 0
+    assert order == ["given back", "launched"]
+    np.testing.assert_array_equal(client.read(y), ry)
+
+
+def test_a_launch_on_another_stream_is_not_held_by_the_threads_tracer(client):
+    """The tracer is (thread, stream)'s: the same launch made by a client pinned to another
+    stream is not held by it (it is traced on its own stream), and both streams compute what
+    their launches say."""
+    x, y = client.create(np.arange(8.0)), client.create(np.ones(8))
+    rx, ry = np.arange(8.0), np.ones(8)
+    pinned = client.set_stream(cube.StreamId.new())
+    with client.auto_graph():
+        tracer, rx, ry = armed(client, x, y, rx, ry)
+        pinned.launch(axpy, 1, 1, 0.5, x, y)        # the first launch of the sequence, elsewhere
+        ry = 0.5 * rx + ry
+        assert tracer.position == 0
+        rx, ry = iterate(client, x, y, rx, ry, 2)
+    np.testing.assert_array_equal(client.read(x), rx)
+    np.testing.assert_array_equal(client.read(y), ry)
+
+
+def test_a_launch_on_another_device_is_not_held_by_this_devices_tracer(devices):
+    """The same kernel and scalars on another device's buffers are never held by this device's
+    tracer: the check compares the launch's server first."""
+    client, other = devices.fresh(), devices.fresh()
+    x = client.create(np.ones(4))
+    z = other.create(np.ones(4))
+    with client.auto_graph():
+        for _ in range(4):
+            client.launch(scale, 1, 1, 2.0, x)
+        tracer = auto_graph.HELD.tracer
+        assert tracer is not None and tracer.server is client.server
+        other.launch(scale, 1, 1, 2.0, z)
+        assert tracer.position == 0
+    np.testing.assert_array_equal(other.read(z), np.full(4, 2.0))
+    np.testing.assert_array_equal(client.read(x), np.full(4, 16.0))
+
+
+def test_leaving_the_scope_clears_the_threads_held_tracer(client):
+    """Once the thread's scope on the device is left, no tracer is offered to the client's check
+    (and the one that was is reset), so later launches run eagerly at once."""
+    x, y = client.create(np.arange(8.0)), client.create(np.ones(8))
+    rx, ry = np.arange(8.0), np.ones(8)
+    with client.auto_graph():
+        tracer, rx, ry = armed(client, x, y, rx, ry)
+    assert auto_graph.HELD.tracer is None and tracer.graph is None
+    replays = stats(client, "auto_graph_replays")
+    rx, ry = iterate(client, x, y, rx, ry, 3)
+    assert stats(client, "auto_graph_replays") == replays
+    np.testing.assert_array_equal(client.read(x), rx)
+    np.testing.assert_array_equal(client.read(y), ry)

@@ -141,6 +141,22 @@ def test_scope_enter_claims_provisionally_during_the_body_and_releases_on_exit()
     assert len(ledger) == 0
 
 
+def test_a_claim_is_the_failure_the_constructor_makes():
+    """``Failure.claim`` (what an execute scope makes per dispatch) has every field the
+    dataclass constructor gives a provisional claim, is a new object each time (a scope releases
+    only its own claim), is in flight until its body raises, and stays frozen."""
+    claim = Failure.claim("k")
+    made = Failure(IncompleteLaunch("k"), "k", ("k",), provisional=True, abandoned=[False])
+    for field in ("kernel_id", "chain", "provisional", "abandoned"):
+        assert getattr(claim, field) == getattr(made, field)
+    assert type(claim.root) is IncompleteLaunch and str(claim.root) == str(made.root)
+    assert claim.in_flight and claim is not Failure.claim("k") and claim != Failure.claim("k")
+    claim.abandoned[0] = True
+    assert not claim.in_flight
+    with pytest.raises(AttributeError):
+        claim.kernel_id = "other"
+
+
 def test_scope_claims_in_the_constructor():
     """4.1: skip-or-enter, and the claim, are decided in the constructor (not in __enter__)."""
     ledger = Ledger()

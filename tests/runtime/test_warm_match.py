@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import numba_cube as cube
-from numba_cube.runtime.warm_match import match_of, matcher
+from numba_cube.runtime.warm_match import entry_matcher, match_of, matcher
 
 
 @pytest.fixture(scope="module")
@@ -52,3 +52,30 @@ def test_what_cannot_be_matched_cheaply_is_not_armed(handles):
     assert match_of((a, np.zeros(2))) is None
     armed = match_of((a, np.float32(1.0)))
     assert len(armed) == 2 and armed[1] is np.float32
+
+
+def test_an_entry_matcher_checks_stream_geometry_options_and_shared_bytes_first(handles):
+    """The CUDA warm path's per-entry matcher answers as the entry's separate comparisons did:
+    the same stream object, equal count, dim and options, an int shared-memory size equal to the
+    entry's (64.0 is no match: the general path refuses a size that is not an int), then the
+    arguments as ``matcher`` compares them (with its exceptions for another arity or a scalar
+    where a handle was)."""
+    a, b = handles
+    stream, other_stream = object(), object()
+    options = (("fastmath", True),)
+    match = entry_matcher(stream, (2, 1), 64, options, 64, match_of((a, 2.0)))
+    assert match((a, 5.5), (2, 1), 64, stream, options, 64)
+    assert match((a, 5.5), (2, 1), 64, stream, (("fastmath", True),), 64)     # an equal key
+    assert not match((a, 5.5), (2, 1), 64, other_stream, options, 64)
+    assert not match((a, 5.5), (2, 2), 64, stream, options, 64)
+    assert not match((a, 5.5), (2, 1), 32, stream, options, 64)
+    assert not match((a, 5.5), (2, 1), 64, stream, (), 64)
+    assert not match((a, 5.5), (2, 1), 64, stream, options, 0)
+    assert not match((a, 5.5), (2, 1), 64, stream, options, 64.0)
+    assert not match((b, 5.5), (2, 1), 64, stream, options, 64)
+    with pytest.raises(ValueError):
+        match((a, 5.5, b), (2, 1), 64, stream, options, 64)
+    with pytest.raises(AttributeError):
+        match((1.0, 5.5), (2, 1), 64, stream, options, 64)
+    assert entry_matcher(stream, 1, 1, (), 0, ())((), 1, 1, stream, (), 0)
+

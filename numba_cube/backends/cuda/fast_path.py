@@ -64,7 +64,7 @@ from __future__ import annotations
 import weakref
 
 from ...runtime.ledger import failed_writing
-from ...runtime.warm_match import PLAIN_GEOMETRY, match_of, matcher
+from ...runtime.warm_match import PLAIN_GEOMETRY, entry_matcher, match_of
 from .tasks import WarmTask
 
 __all__ = ["WarmLaunch", "WarmPath"]
@@ -87,7 +87,8 @@ class WarmLaunch:
         self.grid = grid                # the same as three ints each, for the driver
         self.block = block
         self.match = match              # per argument: its Binding (a handle) or its type (a scalar)
-        self.matcher = matcher(tuple(type(m) is not type for m in match))
+        # stream, geometry, options, shared bytes and arguments in one call (warm_match.py)
+        self.matcher = entry_matcher(stream, count, dim, options, shared_bytes, match)
         self.stream = stream
         self.options = options
         self.cs = cs                    # the CUDA stream of ``stream`` when armed
@@ -151,19 +152,20 @@ class WarmPath:
         if entries is None:
             return None
         for armed in entries:             # newest first; usually the first one matches
-            if armed.stream is stream and count == armed.count and dim == armed.dim \
-                    and armed.options == options and armed.shared_bytes == shared_bytes:
-                try:
-                    if armed.matcher(args, armed.match):
-                        break
-                except (AttributeError, ValueError):    # a scalar where a handle was; arity
-                    pass
+            try:
+                if armed.matcher(args, count, dim, stream, options, shared_bytes):
+                    break
+            except (AttributeError, ValueError):    # a scalar where a handle was; arity
+                pass
         else:
             return None
-        if type(shared_bytes) is not int:
-            return None     # 64.0 == 64 matched: the general path refuses what is not an int
         channel = self._channel
-        with channel.lock:
+        lock = channel.lock
+        # ``acquire``/``release`` called, not ``with lock``: the statement costs about twice the
+        # two calls, a visible share of a warm launch. Nothing between the acquire and the
+        # ``try`` can raise but an asynchronous exception, which ``with`` does not guard either.
+        lock.acquire()
+        try:
             # InlineChannel.call's bookkeeping, inlined (``enter``/``leave`` written out, a method
             # call each less): a handle's finalizer that the garbage collector runs inside this
             # block defers its operation until we are done.
@@ -244,6 +246,8 @@ class WarmPath:
                 channel.depth -= 1            # InlineChannel.leave, inlined
                 if not channel.depth and channel.deferred:
                     channel.run_deferred()
+        finally:
+            lock.release()
 
     def arm(self, req, bound, cs) -> None:
         """After a general launch that ran: make the next identical one warm, if it can be."""

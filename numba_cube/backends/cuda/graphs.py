@@ -19,10 +19,21 @@ read and write unions are therefore worked out once, at construction.
 
 What ``replay`` does with the ledger: the recording's buffers are checked first. If no buffer it
 reads carries a failure, the whole graph runs inside one execute scope over the union of the read
-and write sets (a refused ``cuGraphLaunch`` fails the write set). If one does, the hardware graph
-(which is all or nothing) is not launched; each recorded dispatch goes through its own execute
-scope instead, launched eagerly through its packed launch, so skipping and propagation are exactly those of
-the same launches made one by one.
+and write sets (a refused ``cuGraphLaunch`` fails the write set; a replay that runs rewrites it,
+so a failure there is repaired). If one does, the hardware graph (which is all or nothing) is not
+launched; each recorded dispatch goes through its own execute scope instead, launched eagerly
+through its packed launch, so skipping and propagation are exactly those of the same launches
+made one by one.
+
+While nothing failed anywhere (the ledger is empty: nothing to inherit, nothing to repair), the
+execute scope is left out, for the reason the warm launch leaves it out (``fast_path.py``): its
+claim would be made and released under the device lock around one asynchronous driver call,
+where nobody can see it (a reader ordered after the replay waits for its task, long after the
+lock's holder released the claim; one not ordered after it does not report a claim in flight),
+so the claim would change no answer. A refused ``cuGraphLaunch`` then fails the write set through
+``failed_writing``, as the general path records work that never started, and a call that raises
+(an interrupt) leaves it failed as the scope's abandoned claim would. Automatic graphs replay
+every iteration, and the scope was a third of a replay's host time on the fake driver.
 
 A debug kernel (``debug=True``: its exceptions are read back after each launch) cannot be
 recorded: ``CaptureError``. A dynamic-count launch can be recorded only in its device-count form (``dynamic.py``): the
@@ -36,7 +47,7 @@ import weakref
 from ...errors import CaptureError
 from ...runtime.capture import Graph
 from ...runtime.dispatch import Recorded, run_recorded
-from ...runtime.ledger import ExecuteScope
+from ...runtime.ledger import ExecuteScope, IncompleteLaunch, failed_writing
 from .driver_errors import CudaError
 from .tasks import CudaTask
 
@@ -70,6 +81,7 @@ class CudaGraph(Graph):
                          tuple({w: None for rec in self._recorded for w in rec.writes}))
         self._read_mems = {r[0] for r in self._regions[0]}
         self._write_mems = {w[0] for w in self._regions[1]}
+        self._label = f"graph of {len(self._recorded)} launch(es)"   # its execute scope's
         if recorded:
             self._build(mechanism)
 
@@ -117,32 +129,38 @@ class CudaGraph(Graph):
 
     # called on the server (under the device lock) by DeviceServer.op_replay
     def _task(self, server):
-        missing = [m for m in self._memory_ids if m not in server.memory]
-        if missing:
+        if not server.memory.keys() >= self._memory_ids:    # (one C-level subset test)
+            missing = [m for m in self._memory_ids if m not in server.memory]
             raise CaptureError(f"graph replay: {len(missing)} buffer(s) used by the recording were freed")
         ledger = server.ledger
         recorded = self._recorded
         reads, writes = self._regions
         graph_exec = self._exec
-        driver = self._driver
-        launch = driver.api.cuGraphLaunch
-        success = driver.SUCCESS
-        label = f"graph of {len(recorded)} launch(es)"
+        launched = self._launched
+        label = self._label
         task = CudaTask(None, self.stream, "graph-replay")
 
         def run():
             stream = task.cs.handle
             if graph_exec is None:
                 return
+            if not ledger.failed_memories:
+                # Nothing failed anywhere (first_failure's own test): no execute scope, see the
+                # module docstring. Read under the device lock, as the warm launch reads it.
+                try:
+                    refused = launched(server, stream)
+                except BaseException:
+                    failed_writing(ledger, label, writes, IncompleteLaunch(label))
+                    raise
+                if refused is not None:
+                    failed_writing(ledger, label, writes, refused)
+                return
             if ledger.first_failure(reads) is None:
                 with ExecuteScope(ledger, label, reads, writes) as scope:
                     if scope.entered:
-                        err = launch(graph_exec, stream)[0]
-                        if err != success:
-                            exc = driver.error("cuGraphLaunch", err)
-                            scope.fail(exc)
-                            if exc.sticky:
-                                server.mark_broken(exc)
+                        refused = launched(server, stream)
+                        if refused is not None:
+                            scope.fail(refused)
                 return
             # An input carries a failure: per-dispatch scopes, eager launches (see docstring).
             for rec in recorded:
@@ -152,3 +170,15 @@ class CudaGraph(Graph):
 
         task.run = run
         return task, self._read_mems, self._write_mems
+
+    def _launched(self, server, stream):
+        """One ``cuGraphLaunch`` on ``stream``: None, or the driver's refusal (a sticky one marks
+        the device broken)."""
+        driver = self._driver
+        err = driver.api.cuGraphLaunch(self._exec, stream)[0]
+        if err == driver.SUCCESS:
+            return None
+        exc = driver.error("cuGraphLaunch", err)
+        if exc.sticky:
+            server.mark_broken(exc)
+        return exc

@@ -52,18 +52,23 @@ def warm(client, x, y):
     client.sync()
 
 
-def test_replay_reruns_the_recorded_launches(client, kind, fake_api):
-    """Launches inside the window are recorded, not run; each replay re-runs them in order (on
-    the GPU path: as one CUDA graph launch)."""
-    x = client.create(np.ones(64))
-    y = client.create(np.zeros(64))
+def captured_iteration(client, x, y):
+    """Warm up, zero ``y``, and capture ``y = 2 * (x + y)`` (two launches): the graph."""
     client.graph_prepare()
     warm(client, x, y)
     client.write(y, np.zeros(64))
     client.start_capture()
     client.launch(axpy_inplace, 2, TPB, 1.0, x, y)
     client.launch(double, 2, TPB, y)
-    graph = client.stop_capture()
+    return client.stop_capture()
+
+
+def test_replay_reruns_the_recorded_launches(client, kind, fake_api):
+    """Launches inside the window are recorded, not run; each replay re-runs them in order (on
+    the GPU path: as one CUDA graph launch)."""
+    x = client.create(np.ones(64))
+    y = client.create(np.zeros(64))
+    graph = captured_iteration(client, x, y)
     assert len(graph) == 2
     np.testing.assert_array_equal(client.read(y), np.zeros(64))   # nothing ran in the window
     launches = fake_api.calls["cuGraphLaunch"] if fake_api else 0
@@ -192,3 +197,63 @@ def test_replay_after_a_buffer_was_freed_is_refused(client):
     client.sync()
     with pytest.raises(CaptureError, match="freed"):
         graph.replay()
+
+
+def test_a_replay_waits_for_another_streams_launch_on_its_buffers(client):
+    """A replay registers its buffers as a launch does (CONTRACT.md section 3; the fake driver
+    runs a stream that waits for nothing before the others): a buffer another
+    stream wrote last, or is still reading, orders the replay after that work, and a launch of
+    another stream after the replay is ordered after it, whether the replay took the solo way
+    (every buffer its stream's alone) or the full walk."""
+    x = client.create(np.ones(64))
+    y = client.create(np.zeros(64))
+    # The other stream's CUDA stream first: the fake driver then runs the replay's stream (the
+    # newer one) first wherever the replay does not wait.
+    other = client.set_stream(cube.StreamId.new())
+    other.launch(double, 2, TPB, x)
+    other.sync()
+    client.write(x, np.ones(64))
+    graph = captured_iteration(client, x, y)
+    ref_x, ref_y = np.ones(64), np.zeros(64)
+    for _ in range(3):
+        other.launch(double, 2, TPB, x)              # another stream writes what the graph reads
+        ref_x = 2.0 * ref_x
+        graph.replay()                              # full walk: waits for it
+        ref_y = 2.0 * (ref_x + ref_y)
+        graph.replay()                              # solo: its stream's alone again once done
+        ref_y = 2.0 * (ref_x + ref_y)
+        other.launch(axpy_inplace, 2, TPB, 1.0, y, x)   # reads what the graph wrote
+        ref_x = ref_y + ref_x
+    np.testing.assert_array_equal(client.read(x), ref_x)
+    np.testing.assert_array_equal(client.read(y), ref_y)
+
+
+@only("fake", why="the fake driver refuses a graph launch on request")
+def test_a_refused_or_interrupted_graph_launch_fails_the_write_set(client, fake_api, monkeypatch):
+    """A ``cuGraphLaunch`` the driver refuses fails every buffer the recording writes, with the
+    driver's error as the root (a reader raises it, and a later launch that rewrites the buffer
+    repairs it); one whose call raises leaves them failed too (not written), and the exception
+    reaches the caller. A buffer only read stays clean."""
+    from _cuda_fake import R
+
+    x = client.create(np.ones(64))
+    y = client.create(np.zeros(64))
+    graph = captured_iteration(client, x, y)
+    monkeypatch.setattr(fake_api, "cuGraphLaunch", lambda *a: (R.CUDA_ERROR_INVALID_VALUE,))
+    graph.replay()
+    with pytest.raises(LaunchFailure, match="CUDA_ERROR_INVALID_VALUE"):
+        client.read(y)
+    np.testing.assert_array_equal(client.read(x), np.ones(64))
+
+    def interrupted(*a):
+        raise KeyboardInterrupt
+    client.write(y, np.zeros(64))
+    monkeypatch.setattr(fake_api, "cuGraphLaunch", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        graph.replay()
+    with pytest.raises(LaunchFailure, match="did not complete"):
+        client.read(y)
+    monkeypatch.undo()
+    client.write(y, np.zeros(64))
+    graph.replay()
+    np.testing.assert_array_equal(client.read(y), 2.0 * np.ones(64))

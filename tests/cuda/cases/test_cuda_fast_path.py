@@ -92,6 +92,42 @@ def test_an_input_failed_after_arming_is_inherited_then_repaired(client):
     np.testing.assert_array_equal(client.read(out), np.full(N, 7.0))
 
 
+def test_state_another_thread_changes_between_two_warm_launches_is_seen_by_the_second(client):
+    """The state a warm launch checks per launch (failures in the ledger, capture windows,
+    pending frees, the stream's CUDA stream) is read under the device lock, so a change another
+    thread made before this one's next launch is seen by it: here an input failed by another
+    thread's refused launch (on its own stream) is inherited by the warm repeat, and repaired by
+    a rewrite; and while another thread holds a capture window open on this stream, the repeat
+    is recorded there, not run."""
+    x, out = client.create(np.ones(N)), client.create(np.zeros(N))
+    arm(client, copy_into, x, out)
+    warm = warm_count(client)
+
+    def fail_x():
+        with cube.stream():
+            client.launch(add_scalar, 1, 2048, x, 1.0)         # refused by the driver: x fails
+    run = threading.Thread(target=fail_x)
+    run.start()
+    run.join(30)
+    client.launch(copy_into, 1, TPB, x, out)
+    with pytest.raises(LaunchFailure) as info:
+        client.read(out)
+    assert info.value.kernel_id == add_scalar.id
+    client.write(x, np.full(N, 7.0))
+    arm(client, copy_into, x, out)
+    np.testing.assert_array_equal(client.read(out), np.full(N, 7.0))
+    if GPU_PATH:
+        assert warm_count(client) > warm                       # the path under test did fire
+    pinned = client.set_stream(client.stream_id)
+    pinned.graph_prepare()
+    opened = threading.Thread(target=pinned.start_capture)
+    opened.start()
+    opened.join(30)
+    client.launch(copy_into, 1, TPB, x, out)                   # recorded, not run
+    graph = pinned.stop_capture()
+    assert len(graph) == 1
+
+
 def test_a_capture_window_opened_after_arming_records_the_repeat(client):
     """Inside a capture window a repeat is recorded, not run; the graph runs it on replay."""
     x = client.create(np.zeros(N))

@@ -1,0 +1,148 @@
+"""The Python the CUDA backend adds to a warm launch and to a held launch, on a stubbed driver.
+
+Runs without a GPU: the CUDA backend (``CudaMechanism``, the warm path of
+``backends/cuda/fast_path.py``, automatic graphs) over the fake driver of ``tests/cuda/cases``,
+whose ``cuLaunchKernel`` and ``cuGraphLaunch`` are replaced by a stub that returns success and
+does nothing. What is left of a launch is then the runtime's own Python, which is what issue 18's
+goals are about (the driver call itself costs the same whoever makes it). Each case is timed in
+the same process against a reference, the two taking turns round by round:
+
+1. **warm launch**: ``client.launch`` of a 3-array + int kernel repeated (the warm path fires)
+   vs the stubbed driver call alone, made the way the warm path makes it (``api_launcher``'s
+   closure over the same arguments). ``ours - reference`` is what the runtime adds to the
+   driver call.
+2. **held launch**: the steady state of ``with client.auto_graph():`` over an iteration of
+   ``CHAIN`` launches, per kernel (a held launch, plus the replay's share), vs an explicit
+   capture of the same iteration replayed, per kernel. ``ours - reference`` is what a held
+   launch costs.
+
+Run: ``python benchmarks/bench_launch_python.py`` (numbers are per launch, fastest rounds).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import numpy as np
+from numba import cuda
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "cuda", "cases"))
+
+from bench_auto_graph import CHAIN, halve, scale_add  # noqa: E402  (its loop, its kernels)
+from common import Table  # noqa: E402
+
+import numba_cube as cube  # noqa: E402
+
+ROUNDS = 15
+
+
+@cube.kernel
+def k4(a, b, c, n):
+    i = cuda.grid(1)
+    if i < n:
+        c[i] = a[i] + b[i]
+
+
+def interleaved(cases: dict, n: int, rounds: int = ROUNDS) -> dict:
+    """Seconds per call of each case ``name -> fn`` (``fn(n)`` makes ``n`` calls) in its fastest
+    round, the cases taking turns round by round: on a shared host the fastest round is the one
+    least disturbed, which a median of a few rounds is not reliably."""
+    samples: dict = {name: [] for name in cases}
+    for fn in cases.values():
+        fn(max(1, n // 10))                          # warm-up
+    for _ in range(rounds):
+        for name, fn in cases.items():
+            t0 = time.perf_counter()
+            fn(n)
+            samples[name].append((time.perf_counter() - t0) / n)
+    return {name: min(s) for name, s in samples.items()}
+
+
+def main() -> None:
+    from _cuda_fake import OK, register_fake_cuda
+
+    from numba_cube.backends.cuda import launch_call
+
+    api = register_fake_cuda("fakecuda_bench", devices=1)
+
+    def stub(*args):
+        return (OK,)
+    # Before anything is armed: the warm path binds the api's method when it arms an entry.
+    api.cuLaunchKernel = stub
+    api.cuGraphLaunch = stub
+    client = cube.client("fakecuda_bench:0")
+    n = 1024
+    ha, hb = client.create(np.ones(n, np.float32)), client.create(np.ones(n, np.float32))
+    hc = client.empty(n, np.float32)
+    for _ in range(launch_call.COMPILE_AFTER + 3):
+        client.launch(k4, 1, 32, ha, hb, hc, n)
+    client.sync()
+    (entry,) = client.server.mechanism.warm.armed_for(k4)
+    bare = launch_call.api_launcher(stub, entry.packed.kernel.function, entry.grid, entry.block,
+                                    0, entry.cs.handle, entry.packed.block.address)
+    launch = client.launch
+
+    def warm(reps):
+        for _ in range(reps):
+            launch(k4, 1, 32, ha, hb, hc, n)
+
+    def driver(reps):
+        for _ in range(reps):
+            bare()
+
+    t_ = interleaved({"warm": warm, "driver": driver}, 20000)
+    client.sync()
+    t = Table("warm launch on a stubbed driver (per launch)")
+    t.row("warm client.launch vs the bare driver call", t_["warm"], t_["driver"], "driver call")
+    print(f"  the runtime adds {(t_['warm'] - t_['driver']) * 1e9:.0f} ns per warm launch")
+
+    x, y, z = (client.create(np.ones(256)), client.create(np.zeros(256)),
+               client.create(np.zeros(256)))
+
+    def iteration():
+        for k in range(CHAIN // 2):
+            launch(scale_add, 2, 128, 0.25 / (k + 1), x, y if k % 2 else z)
+            launch(halve, 2, 128, z if k % 2 else y)
+
+    client.graph_prepare()
+    for _ in range(3):
+        iteration()
+    client.sync()
+    client.start_capture()
+    iteration()
+    graph = client.stop_capture()
+
+    def explicit(reps):
+        for _ in range(reps):
+            graph.replay()
+
+    scope = client.auto_graph()
+    scope.__enter__()
+    try:
+        for _ in range(5):
+            iteration()
+        before = client.server.stats["auto_graph_replays"]
+
+        def held(reps):
+            for _ in range(reps):
+                iteration()
+
+        t_ = interleaved({"held": held, "explicit": explicit}, 500)
+        replays = client.server.stats["auto_graph_replays"] - before
+    finally:
+        scope.__exit__(None, None, None)
+    client.sync()
+    per_held, per_explicit = t_["held"] / CHAIN, t_["explicit"] / CHAIN
+    t = Table(f"automatic graph steady state on a stubbed driver (per kernel, {CHAIN} a period)")
+    t.row("held launch + replay share vs explicit replay", per_held, per_explicit,
+          "explicit capture + replay")
+    print(f"  a held launch costs {(per_held - per_explicit) * 1e9:.0f} ns more than its share of "
+          f"an explicit replay ({replays} replays timed)")
+
+
+if __name__ == "__main__":
+    main()
