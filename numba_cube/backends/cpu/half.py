@@ -71,7 +71,11 @@ def _unbox_half(typ, obj, c):
     as_float = c.pyapi.number_float(obj)
     wide = c.pyapi.float_as_double(as_float)
     c.pyapi.decref(as_float)
-    return NativeValue(c.builder.fptrunc(wide, ir.HalfType()), is_error=c.pyapi.c_api_error())
+    # Not ``fptrunc`` to half: x86 has no double -> half instruction, so LLVM makes it a call
+    # of compiler-rt's ``__truncdfhf2``, which llvmlite 0.50's JIT does not resolve ("LLVM ERROR:
+    # Symbol not found", an abort of the process). Numba compiles this unboxing into the Python
+    # wrapper of every function with a half argument (a device function's own dispatcher too).
+    return NativeValue(round_to_half(c.builder, wide), is_error=c.pyapi.c_api_error())
 
 
 @box(HalfType)
