@@ -80,6 +80,8 @@ IMPORT = "from numba_cube.backends.cpu.support import range_item as __range_item
 COMMUTING = frozenset("__" + function_name(op, atomic=False) for op in ("add", "sub"))
 #: callees that never keep a reference to their arguments (``_suspects``)
 _ATOMIC_PREFIXES = ("__plain_", "__atomic_", "__private_")
+#: the builtins the printed loops call: refused where the kernel names a variable so
+_BUILTINS = frozenset({"range", "len", "min", "max"})
 #: the initial minimum of the trip counts (larger than any range's length)
 _HUGE = "(1 << 62)"
 
@@ -138,7 +140,7 @@ class _Facts:
         if mentioned & (set(k.shuffles) | k.local_replicated):
             return None
         if not (isinstance(loop.target, ast.Name) and not loop.orelse and _is_range(loop.iter)
-                and "range" not in self.purity.local_names):
+                and not _BUILTINS & self.purity.local_names):
             return None
         assigned = set().union(*(stores(s) for s in code))
         # fixed while the region runs: the same value for every unit at every row
@@ -312,49 +314,45 @@ def _names(*nodes: ast.AST) -> set[str]:
 def emit(kernel, w: Writer, ic: Interchange) -> None:
     """Print the region of ``ic`` interchanged (see the module docstring)."""
     k = ic.region.index
-    stop, step, lo, hi, row = (f"__si{k}_{s}" for s in ("stop", "step", "lo", "hi", "k"))
-    w.line(f"# its loop over {ast.unparse(ic.loop.iter)} runs row by row across the units "
+    stop, step, lo, hi, row, n = (f"__si{k}_{s}" for s in ("stop", "step", "lo", "hi", "k", "n"))
+    loop, fn = ic.loop, kernel.lowered.fn
+    w.line(f"# its loop over {ast.unparse(loop.iter)} runs row by row across the units "
            "(stride_interchange.py)")
     names = [stop, step][:len(ic.cube_args)]
-    for name, e in zip(names, ic.cube_args):
-        w.line(f"{name} = {ast.unparse(e)}")
+    w.code(_at("\n".join(f"{name} = {ast.unparse(e)}" for name, e in zip(names, ic.cube_args)),
+               loop), fn)
     # the original range's arguments, unit by unit: the same types, so the same range
     items = [ast.unparse(e) for e in ic.unit_args] + names
     args = f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
-    mentioned = {n.id for s in ic.region.code for n in ast.walk(s) if isinstance(n, ast.Name)}
-    fn = kernel.lowered.fn
+    mentioned = {m.id for s in ic.region.code for m in ast.walk(s) if isinstance(m, ast.Name)}
+    item = _at(f"{loop.target.id} = __range_item({row}, {args})", loop)
 
-    def units(write_body) -> None:
+    def units(stmts: list[ast.stmt]) -> None:
         body = Writer()
         kernel._remat(body, ic.region.live_in, mentioned)
-        if ic.prefix:
-            body.code(ic.prefix, fn)
-        write_body(body)
+        body.code(ic.prefix + stmts, fn)
         with unit_loops(w, body.text(), grid=False, span=None, shared=[],
                         slot=SLOT in mentioned):
             for line in body.lines:
                 w.line(line)
 
-    def trips(body: Writer) -> None:
-        body.line(f"__si{k}_n = len(range{args})")
-        with body.indent(f"if __si{k}_n < {lo}:"):
-            body.line(f"{lo} = __si{k}_n")
-        with body.indent(f"if __si{k}_n > {hi}:"):
-            body.line(f"{hi} = __si{k}_n")
-
-    def iteration(body: Writer) -> None:
-        body.line(f"{ic.loop.target.id} = __range_item({row}, {args})")
-        body.code(ic.loop.body, fn)
-
-    def tail(body: Writer) -> None:
-        with body.indent(f"if {row} < len(range{args}):"):
-            iteration(body)
-
     w.line(f"{lo} = {_HUGE}")
     w.line(f"{hi} = 0")
-    units(trips)
+    units(_at(f"{n} = len(range{args})\n{lo} = min({lo}, {n})\n{hi} = max({hi}, {n})", loop))
     w.line(f"{lo} = min({lo}, {hi})")
-    with w.indent(f"for {row} in range({lo}):"):
-        units(iteration)
-    with w.indent(f"for {row} in range({lo}, {hi}):"):
-        units(tail)
+    with w.indent(f"for {row} in range({lo}):"):        # full rows
+        units(item + loop.body)
+    tail = _at(f"if {row} < len(range{args}):\n    pass", loop)[0]
+    tail.end_lineno, tail.body = loop.end_lineno, item + loop.body
+    with w.indent(f"for {row} in range({lo}, {hi}):"):  # the ragged end
+        units([tail])
+
+
+def _at(src: str, loop: ast.For) -> list[ast.stmt]:
+    """``src`` parsed, every node on the loop's first line: an error there points to it
+    (``linemarks``)."""
+    stmts = ast.parse(src).body
+    for node in (m for st in stmts for m in ast.walk(st)):
+        if hasattr(node, "lineno"):
+            node.lineno = node.end_lineno = loop.lineno
+    return stmts

@@ -118,6 +118,59 @@ def test_histogram_2d_cubes(variant, cubes, bx, by, n, rng):
     np.testing.assert_array_equal(out, expect)
 
 
+@cuda.jit
+def hist_reversed(data, out, step):
+    # the loop walks down, by a step read from a parameter; every unit also counts bin 0 once
+    # per cube through a loop over the same range in every unit
+    local = cuda.shared.array(NBINS, np.int64)
+    tid = cuda.threadIdx.x
+    local[tid] = 0
+    cuda.syncthreads()
+    for i in range(data.size - 1 - cuda.grid(1), -1, -step * cuda.gridsize(1)):
+        cuda.atomic.add(local, data[i], 1)
+    cuda.syncthreads()
+    for j in range(3):
+        cuda.atomic.add(local, 0, 1)
+    cuda.syncthreads()
+    cuda.atomic.add(out, tid, local[tid])
+
+
+@pytest.mark.parametrize("variant", ["parallel", "serial"])
+@pytest.mark.parametrize("cubes,step,n", [(1, 1, 1000), (4, 1, 4 * NBINS * 3 + 9), (3, 2, 5000)])
+def test_downward_loop_and_parameter_step(variant, cubes, step, n, rng):
+    """A loop that walks down (negative step, from a parameter), and a range that every unit
+    shares: both interchanged, and NumPy's counts (every step-th item from the end)."""
+    src = translate_source(hist_reversed.py_func)
+    assert "__range_item(__si1_k" in src and "__range_item(__si2_k" in src
+    data = rng.integers(0, NBINS, n).astype(np.int64)
+    out = np.zeros(NBINS, np.int64)
+    getattr(prog(hist_reversed), variant)(cubes, 1, 1, NBINS, 1, 1, data, out, step)
+    units = cubes * NBINS
+    picked = np.concatenate([data[n - 1 - u::-step * units] for u in range(min(units, n))])
+    expect = np.bincount(picked, minlength=NBINS)
+    expect[0] += 3 * units
+    np.testing.assert_array_equal(out, expect)
+
+
+@pytest.mark.parametrize("variant", ["parallel", "serial"])
+def test_zero_step_raises_as_the_loop_did(variant, monkeypatch):
+    """A zero step raises what the loop run unit by unit raises (range's ValueError; the raw
+    parallel entry point wraps it in a SystemError, with the pass or without)."""
+    def raised(program):
+        with pytest.raises(Exception) as info:
+            getattr(program, variant)(2, 1, 1, NBINS, 1, 1, np.zeros(100, np.int64),
+                                      np.zeros(NBINS, np.int64), 0)
+        return info.type
+
+    with monkeypatch.context() as mp:
+        mp.setattr(stride_interchange, "plan", lambda kernel: {})
+        today = build_program(hist_reversed.py_func)
+    assert "__range_item" not in today.source
+    kind = raised(prog(hist_reversed))
+    assert kind is raised(today)
+    assert kind is (ValueError if variant == "serial" else SystemError)
+
+
 def test_generated_code_is_interchanged():
     """The legal pattern's loop runs row by row: the trip counts per unit, then full rows
     without a test, then the ragged rows with one; the other regions are printed as before."""
