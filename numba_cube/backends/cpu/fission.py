@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import ast
 
-from numba_cube.backends.cpu import dynshared, guards, spans, warps_emit
+from numba_cube.backends.cpu import dynshared, guards, spans, stride_interchange, warps_emit
 from numba_cube.backends.cpu.analysis import Purity, stores
 from numba_cube.backends.cpu.hidden import ACC_PREFIX, HIDDEN_IDS, LINEAR_TID, SLOT
 from numba_cube.backends.cpu.lowering import Lowered
@@ -137,6 +137,10 @@ class CubeKernel:
                           if any(name in r.live_in
                                  and warps_emit.changes_activity(r.code, self.masks)
                                  for r in regions)}
+        #: regions whose grid-stride loop runs row by row across the units (stride_interchange)
+        self.interchanged = stride_interchange.plan(self)
+        if self.interchanged:
+            self.imports.append(stride_interchange.IMPORT)
 
     def _certainly_allocated(self, plan) -> dict[int, set[str]]:
         """Region index -> replica arrays certainly allocated before that region runs.
@@ -293,6 +297,9 @@ class CubeKernel:
         on_exit = parse_stmts(f"__exited[{slot}] = True") if self.has_exit else []
         code, uses_flag = lower_returns(code, on_exit)
         w.line(f"# region {region.index}")
+        if region.index in self.interchanged:
+            stride_interchange.emit(self, w, self.interchanged[region.index])
+            return
         skip = [f"__exited[{slot}]"] if self.has_exit else []
         if region.ctx is None:
             code, tx_range = self._guard_range(region, code)

@@ -1,7 +1,7 @@
 """Small nopython helpers that generated kernel modules import (besides ``atomics``).
 
-They exist for speed, not semantics: each one lets LLVM prove something the translator knows but
-Numba's code cannot express.
+Most exist for speed, not semantics: each one lets LLVM prove something the translator knows but
+Numba's code cannot express (``range_item`` is the exception: it computes a loop's value).
 
 ``assume_nonneg(x)``
     Returns ``x`` unchanged after telling LLVM (``llvm.assume``) that it is >= 0. The translator
@@ -18,6 +18,10 @@ Numba's code cannot express.
     right way; NaN gives an empty range, as every comparison with NaN is false). The barrier-free
     path turns ``if i < n:`` around a kernel body into a clamp of the unit loop's range, so the
     body runs without a branch (``flatten.py``).
+
+``range_item(k, args)``
+    Item ``k`` of ``range(*args)``, typed as Numba types that range's loop variable: what a
+    grid-stride loop run row by row (``stride_interchange.py``) assigns to its variable.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic, overload
 
-__all__ = ["assume_nonneg", "bound_lt", "bound_le", "bound_gt", "bound_ge", "replica"]
+__all__ = ["assume_nonneg", "bound_lt", "bound_le", "bound_gt", "bound_ge", "replica", "range_item"]
 
 # Far enough from the int64 limits that "bound - offset" cannot overflow for any real launch.
 _HUGE = 1 << 62
@@ -120,3 +124,27 @@ def _replica_impl(n, x):
     def impl(n, x):
         return [x] * n
     return impl
+
+
+@intrinsic
+def range_item(typingctx, k, args):
+    """Item ``k`` of ``range(*args)`` (``0 <= k < len(range(*args))``), in the element type that
+    Numba's ``for i in range(*args)`` gives ``i`` (int32, int64 or uint64, by its typing of
+    ``range``). ``stride_interchange`` computes a grid-stride loop's iterations out of order with
+    it; an ``i`` of another type could change the loop body's arithmetic."""
+    if not isinstance(args, types.BaseTuple) or not 1 <= len(args) <= 3:
+        return None
+    sig = typingctx.resolve_function_type(typingctx.resolve_value_type(range), tuple(args), {})
+    if sig is None or not isinstance(k, types.Integer):
+        return None
+    dtype = sig.return_type.dtype
+
+    def codegen(context, builder, signature, llargs):
+        vals = [context.cast(builder, v, t, dtype)
+                for v, t in zip(cgutils.unpack_tuple(builder, llargs[1], len(args)), args)]
+        start = vals[0] if len(vals) > 1 else context.get_constant(dtype, 0)
+        step = vals[2] if len(vals) > 2 else context.get_constant(dtype, 1)
+        # modular arithmetic in the element type, as the range's own repeated "+= step": the
+        # item itself lies in [start, stop), so it is exact
+        return builder.add(start, builder.mul(context.cast(builder, llargs[0], k, dtype), step))
+    return dtype(k, args), codegen
