@@ -44,6 +44,7 @@ from __future__ import annotations
 import ast
 
 from numba_cube.backends.cpu import dynshared, guards, spans, warps_emit
+from numba_cube.backends.cpu.warps_demand import DemandedLanes
 from numba_cube.backends.cpu.analysis import Purity, stores
 from numba_cube.backends.cpu.hidden import ACC_PREFIX, HIDDEN_IDS, LINEAR_TID, SLOT
 from numba_cube.backends.cpu.lowering import Lowered
@@ -137,6 +138,8 @@ class CubeKernel:
                           if any(name in r.live_in
                                  and warps_emit.changes_activity(r.code, self.masks)
                                  for r in regions)}
+        #: shuffle rounds that compute only the lanes read after them (``warps_demand``)
+        self.demand = DemandedLanes(self)
 
     def _certainly_allocated(self, plan) -> dict[int, set[str]]:
         """Region index -> replica arrays certainly allocated before that region runs.
@@ -273,6 +276,14 @@ class CubeKernel:
                     header = f"while {ast.unparse(node.test)}:"
                 else:
                     header = f"for {ast.unparse(node.target)} in {ast.unparse(node.iter)}:"
+                rounds = self.demand.rounds(it)
+                self.demand.before_loop(w, it)
+                if rounds is not None:      # unrolled (``warps_demand.DemandedLanes.rounds``)
+                    for k, c in enumerate(rounds):
+                        w.line(f"{ast.unparse(node.target)} = {c}")
+                        self.demand.round_start(it, k)
+                        self._items(w, it.body)
+                    continue
                 with w.indent(header):
                     self._items(w, it.body)
                 if it.orelse:
@@ -293,6 +304,7 @@ class CubeKernel:
         on_exit = parse_stmts(f"__exited[{slot}] = True") if self.has_exit else []
         code, uses_flag = lower_returns(code, on_exit)
         w.line(f"# region {region.index}")
+        lanes = self.demand.region_lanes(w, region)
         skip = [f"__exited[{slot}]"] if self.has_exit else []
         if region.ctx is None:
             code, tx_range = self._guard_range(region, code)
@@ -301,17 +313,17 @@ class CubeKernel:
                 # unchanged): a padded read in a full warp skips its test against the cube's
                 # end (measured: a tenth of the warp block-sum benchmark)
                 w.line(f"{_FULL_WARPS_END} = __nt - __nt % 32")
-                self._allocating_loops(w, region, code, skip, uses_flag,
+                self._allocating_loops(w, region, code, skip, uses_flag, lanes=lanes,
                                        span=("0", _FULL_WARPS_END), full_warp=True)
-                self._allocating_loops(w, region, code, skip, uses_flag,
+                self._allocating_loops(w, region, code, skip, uses_flag, lanes=lanes,
                                        span=(_FULL_WARPS_END, "__nt"))
                 return
-            self._allocating_loops(w, region, code, skip, uses_flag, tx_range)
+            self._allocating_loops(w, region, code, skip, uses_flag, tx_range, lanes=lanes)
             return
         mask, sel = region.ctx
         skip_unselected = skip + [f"{mask}[{slot}] != {sel}"]
         if not self._knows_density(region.ctx):
-            self._allocating_loops(w, region, code, skip_unselected, uses_flag)
+            self._allocating_loops(w, region, code, skip_unselected, uses_flag, lanes=lanes)
             return
         # A mask whose selected slots fill their span (``dense_flag``, decided once per block)
         # needs no per-unit test. The loop is printed with and without it rather than leaving
@@ -323,13 +335,14 @@ class CubeKernel:
                 # in its warp is selected too, so the read skips loading the partner's mask
                 # (measured: a sixth of the warp block-sum benchmark)
                 with w.indent(f"if {warps_emit.whole_flag(mask, sel)}:"):
-                    self._allocating_loops(w, region, code, skip, uses_flag, whole=True)
+                    self._allocating_loops(w, region, code, skip, uses_flag, whole=True,
+                                           lanes=lanes)
                 with w.indent("else:"):
-                    self._allocating_loops(w, region, code, skip, uses_flag)
+                    self._allocating_loops(w, region, code, skip, uses_flag, lanes=lanes)
             else:
-                self._allocating_loops(w, region, code, skip, uses_flag)
+                self._allocating_loops(w, region, code, skip, uses_flag, lanes=lanes)
         with w.indent("else:"):
-            self._allocating_loops(w, region, code, skip_unselected, uses_flag)
+            self._allocating_loops(w, region, code, skip_unselected, uses_flag, lanes=lanes)
 
     def _reads_padded_shuffle(self, region: Region) -> bool:
         """Does ``region`` (cube mode) read a shuffle through ``warps_emit``'s padded read?"""
@@ -365,10 +378,12 @@ class CubeKernel:
 
     def _allocating_loops(self, w: Writer, region: Region, code, skip, uses_flag,
                           tx_range=None, whole: bool = False, span=None,
-                          full_warp: bool = False) -> None:
+                          full_warp: bool = False, lanes=None) -> None:
         """``whole``: printed where every warp is whole under the region's mask; ``span``: the
         slots to loop over instead of the mask's (``_unit_loop``); ``full_warp``: every unit
-        of the loop is in a warp of 32 units."""
+        of the loop is in a warp of 32 units; ``lanes``: the demanded lanes of each warp
+        (``warps_demand``), used only by the copy that allocates nothing: the first stores,
+        which decide the replicas' ``__ok`` flags, still run in every lane."""
         extra = dict(whole=whole, span=span, full_warp=full_warp)
         loads, stores_ = self.loads[region.index], self.stores[region.index]
         mentioned = _mentioned(code)
@@ -376,7 +391,7 @@ class CubeKernel:
         pending = sorted((set(loads) | set(stores_)) - allocated)
         if not pending:
             self._unit_loop(w, region, code, mentioned, skip, uses_flag, allocated, tx_range,
-                            **extra)
+                            lanes=lanes, **extra)
             return
         # Two copies of the loop: the one with first-store allocations runs until every replica
         # exists (the first cube of a chunk, typically), the other from then on. Allocating
@@ -384,14 +399,14 @@ class CubeKernel:
         # count update per unit (measured: 50x on a region that is one load and one store).
         with w.indent(f"if {' and '.join(f'{n}__ok' for n in pending)}:"):
             self._unit_loop(w, region, code, mentioned, skip, uses_flag,
-                            allocated | set(pending), tx_range, **extra)
+                            allocated | set(pending), tx_range, lanes=lanes, **extra)
         with w.indent("else:"):
             self._unit_loop(w, region, code, mentioned, skip, uses_flag, allocated, tx_range,
                             **extra)
 
     def _unit_loop(self, w: Writer, region: Region, code, mentioned, skip, uses_flag,
                    allocated: set[str], tx_range=None, whole: bool = False, span=None,
-                   full_warp: bool = False) -> None:
+                   full_warp: bool = False, lanes=None) -> None:
         """One loop over the units running ``code``; replicas not in ``allocated`` are tested
         (loads) or allocated on first store. ``whole``, ``span``, ``full_warp``: as
         ``_allocating_loops``."""
@@ -434,7 +449,8 @@ class CubeKernel:
             span = warps_emit.bounds(*region.ctx)
         shared = [d.name for d in self.lowered.shared if d.name in mentioned]
         with unit_loops(outer, w.text(), grid=self.grid, span=span, shared=shared,
-                        slot=SLOT in mentioned, tx_range=tx_range):
+                        slot=SLOT in mentioned, tx_range=tx_range, lanes=lanes,
+                        whole_warps=full_warp):
             for line in w.lines:
                 outer.line(line)
 
