@@ -28,7 +28,9 @@ Names that are pure functions of thread/block ids are recomputed instead
 (``x__r[__tid]``).
 
 Warp exchanges, run-time masks and their checks are printed by ``warps_emit``; a region under a
-run-time mask loops over the span of units the mask selects and skips the others.
+run-time mask loops over the span of units the mask selects and skips the others. Shuffle rounds
+over a literal tuple of offsets whose result only some lanes read afterwards are printed
+unrolled, each round's regions over the lanes still demanded (``warps_demand``).
 
 **Grid mode.** A kernel that syncs the grid (``cuda.cg.this_grid().sync()``) cannot finish one
 cube before starting the next, so the cube loop moves inside every region: a region runs for
@@ -43,8 +45,7 @@ from __future__ import annotations
 
 import ast
 
-from numba_cube.backends.cpu import dynshared, guards, spans, warps_emit
-from numba_cube.backends.cpu.warps_demand import DemandedLanes
+from numba_cube.backends.cpu import dynshared, guards, spans, warps_demand, warps_emit
 from numba_cube.backends.cpu.analysis import Purity, stores
 from numba_cube.backends.cpu.hidden import ACC_PREFIX, HIDDEN_IDS, LINEAR_TID, SLOT
 from numba_cube.backends.cpu.lowering import Lowered
@@ -139,7 +140,9 @@ class CubeKernel:
                                  and warps_emit.changes_activity(r.code, self.masks)
                                  for r in regions)}
         #: shuffle rounds that compute only the lanes read after them (``warps_demand``)
-        self.demand = DemandedLanes(self)
+        self.demand = warps_demand.DemandedLanes(self)
+        if self.demand.loops:
+            self.imports.append(warps_demand.IMPORT)
 
     def _certainly_allocated(self, plan) -> dict[int, set[str]]:
         """Region index -> replica arrays certainly allocated before that region runs.

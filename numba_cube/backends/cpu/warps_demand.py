@@ -28,8 +28,10 @@ today's code is printed for anything else:
 - ``P`` and ``R`` are side-effect free and cannot raise: assignments to a name built from
   ``+ - * & | ^``, comparisons, ``not``/unary minus, conditional expressions, ``min``/``max``,
   constants and names that are ``v``, the round's own shuffle result, ``P``'s temporary or
-  uniform locals -- no subscripts, no other calls. Skipping a lane then skips nothing but a
-  dead value;
+  block ids and sizes -- no subscripts, no other calls -- over scalars: ``v`` and ``P``'s
+  temporary are numbers or booleans, which Numba's types decide when compiling
+  (``support.scalar_replicas``; arrays of different shapes would raise when added, and the
+  CPU backend does shuffle arrays). Skipping a lane then skips nothing but a dead value;
 - the item right after the loop is a region ``R2`` after which ``v`` is dead for every unit
   (``v`` not in its ``live_out``: no later region, exchange, iteration of an enclosing loop or
   cube reads it), that reads no result or operand of the loop's exchange, and in which every
@@ -37,7 +39,9 @@ today's code is printed for anything else:
   ``cuda.laneid == c`` (``__tid % 32 == c``), ``__tid == c``, or ``threadIdx.x == c`` (lane
   ``c % 32`` only when ``blockDim.y * blockDim.z == 1`` or ``blockDim.x % 32 == 0``: checked at
   run time, all lanes otherwise);
-- no unit exits (``return``), not in grid mode, no shuffle snapshot; and the restricted loop
+- no unit exits (``return``), not in grid mode, no shuffle snapshot; the lane bounds are
+  chosen per cube, the demanded ones where the run-time conditions above hold and all 32
+  otherwise (literals after Numba folds the type test); and the restricted loop
   is only the copy printed once every replica of the region exists (``fission``'s allocating
   copy runs every lane), so the first store that allocates a replica -- and with it the
   ``x__ok`` flags that decide whether the exchange's divergence check runs -- happens exactly
@@ -53,7 +57,7 @@ import ast
 from dataclasses import dataclass
 
 from numba_cube.backends.cpu.analysis import loads, stores
-from numba_cube.backends.cpu.hidden import LINEAR_TID
+from numba_cube.backends.cpu.hidden import LINEAR_TID, UNIFORM_IDS
 from numba_cube.backends.cpu.plan import Ctrl, Exchange, MaskedIf, MaskedWhile, Region, Uniform
 from numba_cube.backends.cpu.unitcode import Writer
 from numba_cube.backends.cpu.warps import temp
@@ -62,7 +66,8 @@ _SAFE_BINOPS = (ast.Add, ast.Sub, ast.Mult, ast.BitAnd, ast.BitOr, ast.BitXor)
 _SAFE_CMPS = (ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE)
 #: where ``threadIdx.x`` determines the lane (``linear id % 32 == threadIdx.x % 32``)
 _TX_IS_LANE = "(__bdy * __bdz == 1 or __bdx % 32 == 0)"
-_ALL_LANES = (1 << 32) - 1
+#: the import the generated module needs when a plan has demanded-lane loops
+IMPORT = "from numba_cube.backends.cpu.support import scalar_replicas as __scalar_replicas"
 
 
 def _partners(op: str, need: int, d: int) -> int:
@@ -86,7 +91,7 @@ def _hull(lanes: int) -> tuple[int, int]:
 @dataclass
 class _Loop:
     n: int                                   # numbers the loop's names (``__dok<n>``)
-    cond: str | None                         # run-time condition for the lane sets to hold
+    cond: str                                # run-time condition for the lane sets to hold
     round: int = 0                           # the round being printed
 
 
@@ -108,15 +113,15 @@ class DemandedLanes:
         """The offsets of ``ctrl``'s rounds when it is a demanded-lane loop, else None.
         ``fission`` then prints the loop unrolled, ``t = c_k`` before round ``k``'s copy of the
         body (the same program: the body has no ``break``/``continue`` and leaves ``t`` alone),
-        so that each round's lane bounds and offset are literals: a loop over 16, 8, ... lanes
-        with a run-time trip count and offset costs more to enter than it saves (measured:
-        slower than every lane)."""
+        so that each round's offset and lane bounds are constants LLVM can fold: a loop over
+        16, 8, ... lanes with a trip count and offset read from a tuple cost more to enter than
+        it saved (measured: the warp block-sum benchmark slower than with every lane)."""
         loop = self.loops.get(id(ctrl))
         return None if loop is None else [e.value for e in ctrl.node.iter.elts]
 
     def before_loop(self, w: Writer, ctrl) -> None:
         loop = self.loops.get(id(ctrl))
-        if loop is not None and loop.cond is not None:
+        if loop is not None:
             w.line(f"__dok{loop.n} = {loop.cond}")
 
     def round_start(self, ctrl, k: int) -> None:
@@ -131,8 +136,8 @@ class DemandedLanes:
             return None
         loop, los, his = entry
         lo, hi = los[loop.round], his[loop.round]
-        if loop.cond is None:
-            return str(lo), str(hi)
+        if (lo, hi) == (0, 32):
+            return None                      # every lane: the plain loop
         names = f"__dlo{region.index}", f"__dhi{region.index}"
         w.line(f"{names[0]}, {names[1]} = ({lo}, {hi}) if __dok{loop.n} else (0, 32)")
         return names
@@ -205,7 +210,13 @@ class DemandedLanes:
         if demand is None:
             return
         need, cond = demand
-        loop = _Loop(len(self.loops) + 1, cond)
+        replicas = [v] + ([value] if pre is not None else [])
+        if not set(replicas) <= set(self.k.replicated):
+            return
+        # a shuffled value is a scalar in CUDA, but not always here: the rounds skip lanes only
+        # where Numba's types say so (``support.scalar_replicas``, folded when compiling)
+        scalars = f"__scalar_replicas(({''.join(f'{n}__l, ' for n in replicas)}))"
+        loop = _Loop(len(self.loops) + 1, scalars + (f" and {cond}" if cond else ""))
         rounds_r, rounds_p = [], []
         for c in reversed([e.value for e in node.iter.elts]):
             read = need | _partners(ex.op, need, c & 31)
@@ -228,9 +239,9 @@ class DemandedLanes:
                 and self._safe(s.value, names))
 
     def _safe(self, e: ast.expr, names: set[str]) -> bool:
-        """Can ``e`` neither raise nor have an effect? (Operands: ``names`` and uniform locals,
-        which are scalars computed once per cube; a kernel parameter may be an array.)"""
-        ok_names = names | (self.k.uniform - set(self.k.lowered.params))
+        """Can ``e`` neither raise nor have an effect, given that ``names`` are scalars? (Any
+        other local or parameter may be an array or a tuple.)"""
+        ok_names = names | UNIFORM_IDS
         for n in ast.walk(e):
             if isinstance(n, ast.Name):
                 if n.id not in ok_names and not (n.id in ("min", "max") and

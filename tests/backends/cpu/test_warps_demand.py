@@ -67,7 +67,8 @@ def test_block_sum_rounds_take_the_demanded_form():
     rounds' bounds hold only where threadIdx.x fixes the lane, which is decided at run time."""
     text = translate_source(demand_sum.py_func)
     assert text.count(DEMANDED) >= 2
-    assert "for __tid in range(__wb + 0, __wb + 16):" in text       # shfl_down by 16
+    assert "__dlo1, __dhi1 = (0, 16) if __dok1 else (0, 32)" in text       # shfl_down by 16
+    assert "__dlo1, __dhi1 = (0, 1) if __dok1 else (0, 32)" in text        # shfl_down by 1
     assert "(__bdy * __bdz == 1 or __bdx % 32 == 0)" in text
 
 
@@ -279,3 +280,31 @@ def test_thread_x_guard_in_two_dimensional_cubes(variant, bx, by):
     getattr(program, variant)(ncubes, 1, 1, bx, by, 1, x, out)
     full = rounds_reference("xor", x, nt, (16, 8, 4, 2, 1))
     np.testing.assert_array_equal(out, full[::bx])
+
+
+@cuda.jit
+def array_values(x, out):
+    i = cuda.grid(1)
+    v = x[i:i + 2]
+    for off in (16, 8, 4, 2, 1):
+        v = v + cuda.shfl_down_sync(FULL, v, off)
+    if cuda.laneid == 0:
+        out[i // 32] = v[0]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_array_values_run_every_lane(variant):
+    """A shuffled array (which the CPU backend allows, CUDA does not) may raise in a lane whose
+    value is dead (arrays of different shapes do not add): the skip is decided by Numba's types
+    (``support.scalar_replicas``), so every lane runs, and the results and the error are those of
+    the full rounds."""
+    assert "__scalar_replicas((v__l, ))" in translate_source(array_values.py_func)
+    x = np.random.default_rng(5).standard_normal(2 * 64 + 1)
+    outs = []
+    for program in (build_program(array_values.py_func), _full_rounds_program(array_values)):
+        out = np.full(4, np.nan)
+        getattr(program, variant)(2, 1, 1, 64, 1, 1, x, out)
+        outs.append(out)
+        with pytest.raises(ValueError):
+            getattr(program, variant)(1, 1, 1, 96, 1, 1, x[:70], out)
+    np.testing.assert_array_equal(outs[0], outs[1])
