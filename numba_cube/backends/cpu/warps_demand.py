@@ -49,6 +49,10 @@ today's code is printed for anything else:
 
 Lanes outside a round's set keep a stale value in the replica; by the backward induction no
 lane read by a demanded computation is stale, and no stale lane is read after the loop.
+
+Measured (the benchmark's ``warp_sum`` at 2^24, serial, thread time, min of 21): the five
+shfl_down rounds 6.2 -> 4.7 ms, the shfl_xor rounds in warp 0 about 1.5 ms less. What is left
+of the rounds is the cost of entering a loop per warp and round, not the lanes' work.
 """
 
 from __future__ import annotations

@@ -22,9 +22,10 @@ DEMANDED = "for __wb in range("
 SIZES = [256, 96, 80, 48, 16]
 
 
-def rounds_reference(op, x, nt, offsets):
-    """``v`` of every unit after ``v += shfl(v, off)`` for each offset, cube by cube (``x`` padded
-    with zeros to whole cubes, as ``x[i] if i < x.size else 0.0``)."""
+def rounds_reference(op, x, nt, offsets, scale=1.0):
+    """``v`` of every unit after ``v = v * scale + shfl(v, off)`` for each offset (``v += ...``
+    when ``scale`` is 1), cube by cube (``x`` padded with zeros to whole cubes, as ``x[i] if
+    i < x.size else 0.0``)."""
     ncubes = -(-x.size // nt)
     v = np.zeros(ncubes * nt)
     v[:x.size] = x
@@ -35,9 +36,9 @@ def rounds_reference(op, x, nt, offsets):
         for off in offsets:
             if op == "up":
                 lane, src = np.arange(nt) % 32, np.arange(nt) - (off & 31)
-                u = u + np.where(lane >= (off & 31), u[np.maximum(src, 0)], u)
+                u = u * scale + np.where(lane >= (off & 31), u[np.maximum(src, 0)], u)
             else:
-                u = u + shuffle_reference(op, u, off, live)
+                u = u * scale + shuffle_reference(op, u, off, live)
         out[c * nt:(c + 1) * nt] = u
     return out
 
@@ -136,17 +137,30 @@ def scan_last_lane(x, out):
         out[i // 32] = v
 
 
+@cuda.jit
+def broadcast_rounds(x, out):
+    i = cuda.grid(1)
+    v = x[i] if i < x.size else 0.0
+    for off in (3, 17, 5, 40):
+        v = v * 0.5 + cuda.shfl_sync(FULL, v, off)
+    if cuda.laneid == 2:
+        out[i // 32] = v
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("nt", [256, 96])
-@pytest.mark.parametrize("kernel,op,lane", [(lane_one, "xor", 1), (scan_last_lane, "up", 31)])
+@pytest.mark.parametrize("kernel,op,lane", [(lane_one, "xor", 1), (scan_last_lane, "up", 31),
+                                            (broadcast_rounds, "idx", 2)])
 def test_other_demanded_lanes(variant, nt, kernel, op, lane):
-    """A lane other than 0 (lane 1 of a shfl_xor butterfly, lane 31 of a shfl_up scan) is
-    demanded: the rounds compute the lanes that lane depends on, and its value is the GPU's."""
+    """A lane other than 0 (lane 1 of a shfl_xor butterfly, lane 31 of a shfl_up scan, lane 2
+    of shfl_sync broadcasts from lanes 3, 17, 5 and 40 & 31) is demanded: the rounds compute
+    the lanes that lane depends on, and its value is the GPU's."""
     assert DEMANDED in translate_source(kernel.py_func)
     x = np.random.default_rng(nt + lane).standard_normal(4 * nt - 40)
     out = np.full(4 * nt // 32, np.nan)
     run(kernel, variant, 4, nt, x, out)
-    full = rounds_reference(op, x, nt, (1, 2, 4, 8, 16))
+    offsets = (3, 17, 5, 40) if op == "idx" else (1, 2, 4, 8, 16)
+    full = rounds_reference(op, x, nt, offsets, scale=0.5 if op == "idx" else 1.0)
     slots = np.arange(full.size)
     picked = (slots % nt % 32 == lane) & ((op != "up") | (slots < x.size))
     expected = np.full_like(out, np.nan)
