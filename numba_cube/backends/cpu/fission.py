@@ -28,7 +28,9 @@ Names that are pure functions of thread/block ids are recomputed instead
 (``x__r[__tid]``).
 
 Warp exchanges, run-time masks and their checks are printed by ``warps_emit``; a region under a
-run-time mask loops over the span of units the mask selects and skips the others.
+run-time mask loops over the span of units the mask selects and skips the others. Shuffle rounds
+over a literal tuple of offsets whose result only some lanes read afterwards are printed
+unrolled, each round's regions over the lanes still demanded (``warps_demand``).
 
 **Grid mode.** A kernel that syncs the grid (``cuda.cg.this_grid().sync()``) cannot finish one
 cube before starting the next, so the cube loop moves inside every region: a region runs for
@@ -43,7 +45,8 @@ from __future__ import annotations
 
 import ast
 
-from numba_cube.backends.cpu import dynshared, guards, spans, stride_interchange, warps_emit
+from numba_cube.backends.cpu import (dynshared, guards, spans, stride_interchange,
+                                    warps_demand, warps_emit)
 from numba_cube.backends.cpu.analysis import Purity, stores
 from numba_cube.backends.cpu.hidden import ACC_PREFIX, HIDDEN_IDS, LINEAR_TID, SLOT
 from numba_cube.backends.cpu.lowering import Lowered
@@ -141,6 +144,10 @@ class CubeKernel:
         self.interchanged = stride_interchange.plan(self)
         if self.interchanged:
             self.imports.append(stride_interchange.IMPORT)
+        #: shuffle rounds that compute only the lanes read after them (``warps_demand``)
+        self.demand = warps_demand.DemandedLanes(self)
+        if self.demand.loops:
+            self.imports.append(warps_demand.IMPORT)
 
     def _certainly_allocated(self, plan) -> dict[int, set[str]]:
         """Region index -> replica arrays certainly allocated before that region runs.
@@ -277,6 +284,14 @@ class CubeKernel:
                     header = f"while {ast.unparse(node.test)}:"
                 else:
                     header = f"for {ast.unparse(node.target)} in {ast.unparse(node.iter)}:"
+                rounds = self.demand.rounds(it)
+                self.demand.before_loop(w, it)
+                if rounds is not None:      # unrolled (``warps_demand.DemandedLanes.rounds``)
+                    for k, c in enumerate(rounds):
+                        w.line(f"{ast.unparse(node.target)} = {c}")
+                        self.demand.round_start(it, k)
+                        self._items(w, it.body)
+                    continue
                 with w.indent(header):
                     self._items(w, it.body)
                 if it.orelse:
@@ -300,6 +315,7 @@ class CubeKernel:
         if region.index in self.interchanged:
             stride_interchange.emit(self, w, self.interchanged[region.index])
             return
+        lanes = self.demand.region_lanes(w, region)
         skip = [f"__exited[{slot}]"] if self.has_exit else []
         if region.ctx is None:
             code, tx_range = self._guard_range(region, code)
@@ -308,17 +324,17 @@ class CubeKernel:
                 # unchanged): a padded read in a full warp skips its test against the cube's
                 # end (measured: a tenth of the warp block-sum benchmark)
                 w.line(f"{_FULL_WARPS_END} = __nt - __nt % 32")
-                self._allocating_loops(w, region, code, skip, uses_flag,
+                self._allocating_loops(w, region, code, skip, uses_flag, lanes=lanes,
                                        span=("0", _FULL_WARPS_END), full_warp=True)
-                self._allocating_loops(w, region, code, skip, uses_flag,
+                self._allocating_loops(w, region, code, skip, uses_flag, lanes=lanes,
                                        span=(_FULL_WARPS_END, "__nt"))
                 return
-            self._allocating_loops(w, region, code, skip, uses_flag, tx_range)
+            self._allocating_loops(w, region, code, skip, uses_flag, tx_range, lanes=lanes)
             return
         mask, sel = region.ctx
         skip_unselected = skip + [f"{mask}[{slot}] != {sel}"]
         if not self._knows_density(region.ctx):
-            self._allocating_loops(w, region, code, skip_unselected, uses_flag)
+            self._allocating_loops(w, region, code, skip_unselected, uses_flag, lanes=lanes)
             return
         # A mask whose selected slots fill their span (``dense_flag``, decided once per block)
         # needs no per-unit test. The loop is printed with and without it rather than leaving
@@ -330,13 +346,14 @@ class CubeKernel:
                 # in its warp is selected too, so the read skips loading the partner's mask
                 # (measured: a sixth of the warp block-sum benchmark)
                 with w.indent(f"if {warps_emit.whole_flag(mask, sel)}:"):
-                    self._allocating_loops(w, region, code, skip, uses_flag, whole=True)
+                    self._allocating_loops(w, region, code, skip, uses_flag, whole=True,
+                                           lanes=lanes)
                 with w.indent("else:"):
-                    self._allocating_loops(w, region, code, skip, uses_flag)
+                    self._allocating_loops(w, region, code, skip, uses_flag, lanes=lanes)
             else:
-                self._allocating_loops(w, region, code, skip, uses_flag)
+                self._allocating_loops(w, region, code, skip, uses_flag, lanes=lanes)
         with w.indent("else:"):
-            self._allocating_loops(w, region, code, skip_unselected, uses_flag)
+            self._allocating_loops(w, region, code, skip_unselected, uses_flag, lanes=lanes)
 
     def _reads_padded_shuffle(self, region: Region) -> bool:
         """Does ``region`` (cube mode) read a shuffle through ``warps_emit``'s padded read?"""
@@ -372,10 +389,12 @@ class CubeKernel:
 
     def _allocating_loops(self, w: Writer, region: Region, code, skip, uses_flag,
                           tx_range=None, whole: bool = False, span=None,
-                          full_warp: bool = False) -> None:
+                          full_warp: bool = False, lanes=None) -> None:
         """``whole``: printed where every warp is whole under the region's mask; ``span``: the
         slots to loop over instead of the mask's (``_unit_loop``); ``full_warp``: every unit
-        of the loop is in a warp of 32 units."""
+        of the loop is in a warp of 32 units; ``lanes``: the demanded lanes of each warp
+        (``warps_demand``), used only by the copy that allocates nothing: the first stores,
+        which decide the replicas' ``__ok`` flags, still run in every lane."""
         extra = dict(whole=whole, span=span, full_warp=full_warp)
         loads, stores_ = self.loads[region.index], self.stores[region.index]
         mentioned = _mentioned(code)
@@ -383,7 +402,7 @@ class CubeKernel:
         pending = sorted((set(loads) | set(stores_)) - allocated)
         if not pending:
             self._unit_loop(w, region, code, mentioned, skip, uses_flag, allocated, tx_range,
-                            **extra)
+                            lanes=lanes, **extra)
             return
         # Two copies of the loop: the one with first-store allocations runs until every replica
         # exists (the first cube of a chunk, typically), the other from then on. Allocating
@@ -391,14 +410,14 @@ class CubeKernel:
         # count update per unit (measured: 50x on a region that is one load and one store).
         with w.indent(f"if {' and '.join(f'{n}__ok' for n in pending)}:"):
             self._unit_loop(w, region, code, mentioned, skip, uses_flag,
-                            allocated | set(pending), tx_range, **extra)
+                            allocated | set(pending), tx_range, lanes=lanes, **extra)
         with w.indent("else:"):
             self._unit_loop(w, region, code, mentioned, skip, uses_flag, allocated, tx_range,
                             **extra)
 
     def _unit_loop(self, w: Writer, region: Region, code, mentioned, skip, uses_flag,
                    allocated: set[str], tx_range=None, whole: bool = False, span=None,
-                   full_warp: bool = False) -> None:
+                   full_warp: bool = False, lanes=None) -> None:
         """One loop over the units running ``code``; replicas not in ``allocated`` are tested
         (loads) or allocated on first store. ``whole``, ``span``, ``full_warp``: as
         ``_allocating_loops``."""
@@ -441,7 +460,8 @@ class CubeKernel:
             span = warps_emit.bounds(*region.ctx)
         shared = [d.name for d in self.lowered.shared if d.name in mentioned]
         with unit_loops(outer, w.text(), grid=self.grid, span=span, shared=shared,
-                        slot=SLOT in mentioned, tx_range=tx_range):
+                        slot=SLOT in mentioned, tx_range=tx_range, lanes=lanes,
+                        whole_warps=full_warp):
             for line in w.lines:
                 outer.line(line)
 

@@ -22,6 +22,12 @@ Numba's code cannot express (``range_item`` is the exception: it computes a loop
 ``range_item(k, args)``
     Item ``k`` of ``range(*args)``, typed as Numba types that range's loop variable: what a
     grid-stride loop run row by row (``stride_interchange.py``) assigns to its variable.
+
+``scalar_replicas(lists)``
+    True when every replica list in the tuple ``lists`` holds NumPy arrays, i.e. replicas of
+    numbers or booleans (``replica``), False when one holds lists (of arrays or tuples); decided
+    when Numba compiles, so the test costs nothing. ``warps_demand`` skips dead lanes only for
+    scalars: adding arrays of different shapes raises, which a skipped lane must not hide.
 """
 
 from __future__ import annotations
@@ -109,6 +115,18 @@ def bound_ge(lo):
 
 for _fn, _kind in ((bound_lt, "lt"), (bound_le, "le"), (bound_gt, "gt"), (bound_ge, "ge")):
     overload(_fn)(_bound_impl(_kind))
+
+
+def scalar_replicas(lists):
+    """True when every replica list in ``lists`` holds scalars' replicas (module docstring)."""
+    raise NotImplementedError("scalar_replicas is only callable from Numba-compiled code")
+
+
+@overload(scalar_replicas)
+def _scalar_replicas_impl(lists):
+    scalars = all(isinstance(t, types.List) and isinstance(t.dtype, types.Array)
+                  for t in lists.types)
+    return lambda lists: scalars
 
 
 def replica(n, x):

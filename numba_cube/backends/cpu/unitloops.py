@@ -33,11 +33,16 @@ def needs_coordinates(body: str) -> bool:
 
 @contextmanager
 def unit_loops(w: Writer, body: str, *, grid: bool, span: tuple[str, str] | None,
-               shared: list[str], slot: bool, tx_range: tuple[list, list] | None = None):
+               shared: list[str], slot: bool, tx_range: tuple[list, list] | None = None,
+               lanes: tuple[str, str] | None = None, whole_warps: bool = False):
     """Open the loops for ``body`` (its text); ``span``: the names of the mask's slot bounds,
     or None; ``shared``: the shared arrays the body names (grid mode selects the cube's);
     ``slot``: the body uses ``__slot`` (always defined in grid mode); ``tx_range``: lower and
-    upper bounds of ``threadIdx.x`` (``guards.py``: the units a hoisted guard admits)."""
+    upper bounds of ``threadIdx.x`` (``guards.py``: the units a hoisted guard admits);
+    ``lanes``: names of the bounds ``[lo, hi)`` of the lanes to run in each warp
+    (``warps_demand``), honoured by the one loop over slots only: every other shape runs all
+    lanes, which is always correct (the other lanes' values are dead); ``whole_warps``: the
+    span is a run of whole warps, so no lane range is clipped to it."""
     with ExitStack() as stack:
         if grid:
             stack.enter_context(w.indent("for __bid in range(__nb):"))
@@ -50,7 +55,17 @@ def unit_loops(w: Writer, body: str, *, grid: bool, span: tuple[str, str] | None
         # every unit there and the body skips the ones the mask leaves out
         if span is not None and grid:
             span = None
-        if not needs_coordinates(body) and tx_range is None:
+        if not needs_coordinates(body) and tx_range is None and lanes is not None and not grid:
+            lo, hi = span if span is not None else ("0", "__nt")
+            first = "0" if lo == "0" else f"{lo} - {lo} % 32"          # the first warp
+            stack.enter_context(w.indent(f"for __wb in range({first}, {hi}, 32):"))
+            if whole_warps:
+                stack.enter_context(w.indent(f"for __tid in range(__wb + {lanes[0]}, "
+                                             f"__wb + {lanes[1]}):"))
+            else:
+                stack.enter_context(w.indent(f"for __tid in range(max({lo}, __wb + {lanes[0]}), "
+                                             f"min({hi}, __wb + {lanes[1]})):"))
+        elif not needs_coordinates(body) and tx_range is None:
             bounds = ", ".join(span) if span is not None else "__nt"
             stack.enter_context(w.indent(f"for __tid in range({bounds}):"))
         else:
