@@ -7,7 +7,8 @@ Shape of the generated chunk function, which
         <shared arrays, local buffers, per-unit replica arrays, exit mask: allocated per chunk>
         for __bid in <cubes of chunk __c>:
             __bx, __by, __bz = <decompose __bid>
-            <plan: regions as unit loops; uniform statements and cube-level control in between>
+            <plan: regions as unit loops (``regions_emit``); uniform statements and cube-level
+             control in between>
 
 Allocating per *chunk* (a few per worker) instead of per cube saves an NRT allocation per cube;
 shared memory is uninitialised in CUDA anyway, so reusing it across the chunk's cubes is fine.
@@ -19,16 +20,15 @@ tuples) and parks it in a list ``x__l``. That list is created empty at chunk lev
 an empty list's type from its first ``append``, and a name defined at chunk level is defined for
 every later use in source order, which Numba's bytecode analysis requires. Each cube starts by
 loading ``x__r = x__l[0]`` for the replicas that exist (once per cube, not per region: each load
-is a reference count update). ``x__ok`` says whether the replica exists yet; regions that run
-after a top-level region storing ``x`` skip that test, and a region that would still test it is
-printed twice: a loop with the tests and first-store allocations until every replica exists,
-and a loop without them from then on.
+is a reference count update). ``x__ok`` says whether the replica exists yet: the regions' loops
+test it before loading or storing ``x`` (``regions_emit``), except those that run after a
+top-level region storing ``x`` (``CubeKernel._certainly_allocated``).
 Names that are pure functions of thread/block ids are recomputed instead
 (``analysis.remat_definitions``), and local arrays that outlive a region get one slice per unit
 (``x__r[__tid]``).
 
-Warp exchanges, run-time masks and their checks are printed by ``warps_emit``; a region under a
-run-time mask loops over the span of units the mask selects and skips the others. Shuffle rounds
+Warp exchanges, run-time masks and their checks are printed by ``warps_emit``; a masked block's
+span is printed before it, and its regions loop over that span (``regions_emit``). Shuffle rounds
 over a literal tuple of offsets whose result only some lanes read afterwards are printed
 unrolled, each round's regions over the lanes still demanded (``warps_demand``).
 
@@ -45,20 +45,14 @@ from __future__ import annotations
 
 import ast
 
-from numba_cube.backends.cpu import (dynshared, guards, spans, stride_interchange,
-                                    warps_demand, warps_emit)
+from numba_cube.backends.cpu import dynshared, spans, stride_interchange, warps_demand, warps_emit
 from numba_cube.backends.cpu.analysis import Purity, stores
 from numba_cube.backends.cpu.hidden import ACC_PREFIX, HIDDEN_IDS, LINEAR_TID, SLOT
 from numba_cube.backends.cpu.lowering import Lowered
 from numba_cube.backends.cpu.plan import (Check, CubePlan, Ctrl, Exchange, Flow, MaskedIf,
                                           MaskedWhile, Region, Uniform)
-from numba_cube.backends.cpu.unitcode import (RET_FLAG, Writer, lower_returns, parse_stmts,
-                                              replace_local_markers)
-from numba_cube.backends.cpu.unitloops import unit_loops
-
-
-#: the end of the cube's full warps (a region reading a padded shuffle loops over them first)
-_FULL_WARPS_END = "__nfull"
+from numba_cube.backends.cpu.regions_emit import RegionPrinter, mentioned_names
+from numba_cube.backends.cpu.unitcode import Writer
 
 
 class CubeKernel:
@@ -96,7 +90,7 @@ class CubeKernel:
             crossing |= r.live_in | (r.live_out & set().union(*(stores(s) for s in r.code)))
         self.replicated = sorted((crossing & per_unit) - set(self.remat) - local)
         # a region that never mentions a saved name need not load it: its replica is unchanged
-        self.loads = {r.index: sorted(r.live_in & set(self.replicated) & _mentioned(r.code))
+        self.loads = {r.index: sorted(r.live_in & set(self.replicated) & mentioned_names(r.code))
                       for r in regions}
         self.stores = {r.index: sorted(r.live_out & set(self.replicated)
                                        & set().union(*(stores(s) for s in r.code)))
@@ -148,6 +142,8 @@ class CubeKernel:
         self.demand = warps_demand.DemandedLanes(self)
         if self.demand.loops:
             self.imports.append(warps_demand.IMPORT)
+        #: prints each region as loops over the units (``regions_emit``)
+        self.printer = RegionPrinter(self)
 
     def _certainly_allocated(self, plan) -> dict[int, set[str]]:
         """Region index -> replica arrays certainly allocated before that region runs.
@@ -258,7 +254,7 @@ class CubeKernel:
         fn = self.lowered.fn
         for it in items:
             if isinstance(it, Region):
-                self._region(w, it)
+                self.printer.emit_region(w, it)
             elif isinstance(it, (Uniform, Flow)):
                 w.code([it.stmt], self.lowered.fn)
             elif isinstance(it, Exchange):
@@ -267,15 +263,15 @@ class CubeKernel:
             elif isinstance(it, Check):
                 warps_emit.emit_check(w, it, fn, self.total, "__nt")
             elif isinstance(it, MaskedIf):
-                with w.indent(f"if {self._bounds(w, it.mask, 1)}:"):
+                with w.indent(f"if {self.printer.emit_bounds(w, it.mask, 1)}:"):
                     self._items(w, it.body)
                 if it.orelse:
-                    with w.indent(f"if {self._bounds(w, it.mask, 2)}:"):
+                    with w.indent(f"if {self.printer.emit_bounds(w, it.mask, 2)}:"):
                         self._items(w, it.orelse)
             elif isinstance(it, MaskedWhile):
-                with w.indent(f"while {self._bounds(w, it.mask, 1)}:"):
+                with w.indent(f"while {self.printer.emit_bounds(w, it.mask, 1)}:"):
                     self._items(w, it.body)
-                    self._bounds(w, it.mask, 1)
+                    self.printer.emit_bounds(w, it.mask, 1)
             elif isinstance(it, Ctrl):
                 node = it.node
                 if isinstance(node, ast.If):
@@ -297,190 +293,6 @@ class CubeKernel:
                 if it.orelse:
                     with w.indent("else:"):
                         self._items(w, it.orelse)
-
-    def _bounds(self, w: Writer, mask: str, sel: int) -> str:
-        """Print the span of block ``mask == sel`` (and its flags, ``_knows_density``); returns
-        the test 'some unit is selected'."""
-        group = "__nt" if self._knows_density((mask, sel)) else None
-        if mask in self.monotone:
-            return spans.emit_bounds(w, mask, sel, self.monotone[mask], self.total)
-        return warps_emit.emit_bounds(w, mask, sel, self.total, group)
-
-    def _region(self, w: Writer, region: Region) -> None:
-        slot = self.slot
-        code = replace_local_markers(region.code, self.local_replicated, slot)
-        on_exit = parse_stmts(f"__exited[{slot}] = True") if self.has_exit else []
-        code, uses_flag = lower_returns(code, on_exit)
-        w.line(f"# region {region.index}")
-        if region.index in self.interchanged:
-            stride_interchange.emit(self, w, self.interchanged[region.index])
-            return
-        lanes = self.demand.region_lanes(w, region)
-        skip = [f"__exited[{slot}]"] if self.has_exit else []
-        if region.ctx is None:
-            code, tx_range = self._guard_range(region, code)
-            if tx_range is None and self._reads_padded_shuffle(region):
-                # the cube's full warps first, then its partial last warp (the units' order is
-                # unchanged): a padded read in a full warp skips its test against the cube's
-                # end (measured: a tenth of the warp block-sum benchmark)
-                w.line(f"{_FULL_WARPS_END} = __nt - __nt % 32")
-                self._allocating_loops(w, region, code, skip, uses_flag, lanes=lanes,
-                                       span=("0", _FULL_WARPS_END), full_warp=True)
-                self._allocating_loops(w, region, code, skip, uses_flag, lanes=lanes,
-                                       span=(_FULL_WARPS_END, "__nt"))
-                return
-            self._allocating_loops(w, region, code, skip, uses_flag, tx_range, lanes=lanes)
-            return
-        mask, sel = region.ctx
-        skip_unselected = skip + [f"{mask}[{slot}] != {sel}"]
-        if not self._knows_density(region.ctx):
-            self._allocating_loops(w, region, code, skip_unselected, uses_flag, lanes=lanes)
-            return
-        # A mask whose selected slots fill their span (``dense_flag``, decided once per block)
-        # needs no per-unit test. The loop is printed with and without it rather than leaving
-        # the choice to LLVM, which does not always unswitch it (measured: a tenth of the warp
-        # block-sum benchmark).
-        with w.indent(f"if {warps_emit.dense_flag(mask, sel)}:"):
-            if self._reads_shuffle_in_block(region):
-                # every warp whole under the mask (``whole_flag``): a selected unit's partner
-                # in its warp is selected too, so the read skips loading the partner's mask
-                # (measured: a sixth of the warp block-sum benchmark)
-                with w.indent(f"if {warps_emit.whole_flag(mask, sel)}:"):
-                    self._allocating_loops(w, region, code, skip, uses_flag, whole=True,
-                                           lanes=lanes)
-                with w.indent("else:"):
-                    self._allocating_loops(w, region, code, skip, uses_flag, lanes=lanes)
-            else:
-                self._allocating_loops(w, region, code, skip, uses_flag, lanes=lanes)
-        with w.indent("else:"):
-            self._allocating_loops(w, region, code, skip_unselected, uses_flag, lanes=lanes)
-
-    def _reads_padded_shuffle(self, region: Region) -> bool:
-        """Does ``region`` (cube mode) read a shuffle through ``warps_emit``'s padded read?"""
-        return not self.grid and any(warps_emit.is_padded(ex, self.uniform)
-                                     for name, ex in self.shuffles.items()
-                                     if name in region.live_in and name in _mentioned(region.code))
-
-    def _reads_shuffle_in_block(self, region: Region) -> bool:
-        """Does ``region`` read a shuffle executed under its own mask, whose mask has not changed
-        since (no ``snapshot``)? Its read may then rely on the block's ``whole_flag``."""
-        return any(ex.ctx == region.ctx and ex.k not in self.snapshots
-                   for name, ex in self.shuffles.items()
-                   if name in region.live_in and name in _mentioned(region.code))
-
-    def _guard_range(self, region: Region, code):
-        """``(code, tx_range)``: a region that is one ``if`` bounding ``threadIdx.x`` loops over
-        the units it admits (``guards.py``), when skipping the others changes nothing: it
-        stores no per-unit value and reads no shuffle result, and no unit exits."""
-        if self.grid or self.has_exit or self.stores[region.index] \
-                or region.live_in & set(self.shuffles):
-            return code, None
-        # a bound may read what every unit shares, unless this region assigns it
-        names = (self.uniform - set().union(*(stores(s) for s in code))) | set(self.lowered.params)
-        guarded = guards.hoisted_guard(code, self.remat, names, self.purity)
-        if guarded is None:
-            return code, None
-        body, lo, hi = guarded
-        return body, (lo, hi)
-
-    def _knows_density(self, ctx) -> bool:
-        """Do the bounds of block ``ctx`` compute its ``dense_flag``?"""
-        return not self.grid and (ctx in self.spanned or ctx[0] in self.monotone)
-
-    def _allocating_loops(self, w: Writer, region: Region, code, skip, uses_flag,
-                          tx_range=None, whole: bool = False, span=None,
-                          full_warp: bool = False, lanes=None) -> None:
-        """``whole``: printed where every warp is whole under the region's mask; ``span``: the
-        slots to loop over instead of the mask's (``_unit_loop``); ``full_warp``: every unit
-        of the loop is in a warp of 32 units; ``lanes``: the demanded lanes of each warp
-        (``warps_demand``), used only by the copy that allocates nothing: the first stores,
-        which decide the replicas' ``__ok`` flags, still run in every lane."""
-        extra = dict(whole=whole, span=span, full_warp=full_warp)
-        loads, stores_ = self.loads[region.index], self.stores[region.index]
-        mentioned = _mentioned(code)
-        allocated = self.allocated[region.index]
-        pending = sorted((set(loads) | set(stores_)) - allocated)
-        if not pending:
-            self._unit_loop(w, region, code, mentioned, skip, uses_flag, allocated, tx_range,
-                            lanes=lanes, **extra)
-            return
-        # Two copies of the loop: the one with first-store allocations runs until every replica
-        # exists (the first cube of a chunk, typically), the other from then on. Allocating
-        # inside the loop reassigns the replica variables there, which costs Numba a reference
-        # count update per unit (measured: 50x on a region that is one load and one store).
-        with w.indent(f"if {' and '.join(f'{n}__ok' for n in pending)}:"):
-            self._unit_loop(w, region, code, mentioned, skip, uses_flag,
-                            allocated | set(pending), tx_range, lanes=lanes, **extra)
-        with w.indent("else:"):
-            self._unit_loop(w, region, code, mentioned, skip, uses_flag, allocated, tx_range,
-                            **extra)
-
-    def _unit_loop(self, w: Writer, region: Region, code, mentioned, skip, uses_flag,
-                   allocated: set[str], tx_range=None, whole: bool = False, span=None,
-                   full_warp: bool = False, lanes=None) -> None:
-        """One loop over the units running ``code``; replicas not in ``allocated`` are tested
-        (loads) or allocated on first store. ``whole``, ``span``, ``full_warp``: as
-        ``_allocating_loops``."""
-        slot = self.slot
-        outer, w = w, Writer()          # the body first: its text decides the loops' shape
-        if skip:
-            with w.indent(f"if {' or '.join(skip)}:"):
-                w.line("continue")
-        if uses_flag:
-            w.line(f"{RET_FLAG} = False")
-        self._remat(w, region.live_in, mentioned)
-        for name in sorted(region.live_in & set(self.shuffles) & mentioned):
-            ex = self.shuffles[name]
-            for line in warps_emit.shuffle_read(ex, self.uniform, slot, self.has_exit,
-                                                ex.k in self.snapshots,
-                                                whole and ex.ctx == region.ctx, full_warp):
-                w.line(line)
-        for name in sorted(region.live_in & self.local_replicated & mentioned):
-            w.line(f"{name} = {name}__r[{slot}]")
-        for name in self.loads[region.index]:
-            if name in allocated:
-                w.line(f"{name} = {name}__r[{slot}]")
-                continue
-            with w.indent(f"if {name}__ok:"):
-                w.line(f"{name} = {name}__r[{slot}]")
-        w.code(code, self.lowered.fn)
-        for name in self.stores[region.index]:
-            if name in allocated:
-                w.line(f"{name}__r[{slot}] = {name}")
-                continue
-            with w.indent(f"if {name}__ok:"):
-                w.line(f"{name}__r[{slot}] = {name}")
-            with w.indent("else:"):
-                size = self.total + (f" + {warps_emit.REPLICA_PAD}" if name in self.padded
-                                     else "")
-                w.line(f"{name}__l.append(__replica({size}, {name}))")
-                w.line(f"{name}__r = {name}__l[0]")
-                w.line(f"{name}__ok = True")
-        if span is None and region.ctx is not None:
-            span = warps_emit.bounds(*region.ctx)
-        shared = [d.name for d in self.lowered.shared if d.name in mentioned]
-        with unit_loops(outer, w.text(), grid=self.grid, span=span, shared=shared,
-                        slot=SLOT in mentioned, tx_range=tx_range, lanes=lanes,
-                        whole_warps=full_warp):
-            for line in w.lines:
-                outer.line(line)
-
-    def _remat(self, w: Writer, live_in: set[str], mentioned: set[str]) -> None:
-        """Recompute live-in rematerialisable names (dependencies first)."""
-        done: set[str] = set()
-
-        def emit(name):
-            if name in done:
-                return
-            done.add(name)
-            expr = self.remat[name]
-            for dep in sorted(n.id for n in ast.walk(expr) if isinstance(n, ast.Name)):
-                if dep in self.remat:
-                    emit(dep)
-            w.line(f"{name} = {ast.unparse(expr)}")
-
-        for name in sorted(live_in & set(self.remat) & mentioned):
-            emit(name)
 
 
 def _refuse_in_grid_mode(lowered: Lowered, regions) -> None:
@@ -509,6 +321,3 @@ def _regions_in(item) -> list[Region]:
         return [r for sub in item.body for r in _regions_in(sub)]
     return []
 
-
-def _mentioned(code) -> set[str]:
-    return {n.id for s in code for n in ast.walk(s) if isinstance(n, ast.Name)}

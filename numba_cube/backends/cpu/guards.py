@@ -18,7 +18,7 @@ and returns the body without them.
 Skipping a unit is only the same program when that unit would have done nothing: the region must
 store no per-unit value (a replica written for every unit), read no shuffle result, have no
 run-time mask, exits or ``return``, and every hoisted conjunct must be a bound on ``__tx``
-alone (a conjunct on other coordinates stays a test). ``CubeKernel`` checks the region-level
+alone (a conjunct on other coordinates stays a test). ``regions_emit`` checks the region-level
 conditions; this module checks the code.
 """
 

@@ -314,11 +314,12 @@ def _names(*nodes: ast.AST) -> set[str]:
 # ---- printing -------------------------------------------------------------------------------
 
 
-def emit(kernel, w: Writer, ic: Interchange) -> None:
-    """Print the region of ``ic`` interchanged (see the module docstring)."""
+def emit(printer, w: Writer, ic: Interchange) -> None:
+    """Print the region of ``ic`` interchanged (see the module docstring); ``printer`` is the
+    kernel's ``regions_emit.RegionPrinter``, which recomputes the region's remat names."""
     k = ic.region.index
     stop, step, lo, hi, row, n = (f"__si{k}_{s}" for s in ("stop", "step", "lo", "hi", "k", "n"))
-    loop, fn = ic.loop, kernel.lowered.fn
+    loop, fn = ic.loop, printer.k.lowered.fn
     w.line(f"# its loop over {ast.unparse(loop.iter)} runs row by row across the units "
            "(stride_interchange.py)")
     names = [stop, step][:len(ic.cube_args)]
@@ -332,7 +333,7 @@ def emit(kernel, w: Writer, ic: Interchange) -> None:
 
     def units(stmts: list[ast.stmt]) -> None:
         body = Writer()
-        kernel._remat(body, ic.region.live_in, mentioned)
+        printer.emit_remat(body, ic.region.live_in, mentioned)
         body.code(ic.prefix + stmts, fn)
         with unit_loops(w, body.text(), grid=False, span=None, shared=[],
                         slot=SLOT in mentioned):

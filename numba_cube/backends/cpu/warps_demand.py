@@ -42,8 +42,8 @@ today's code is printed for anything else:
 - no unit exits (``return``), not in grid mode, no shuffle snapshot; the lane bounds are
   chosen per cube, the demanded ones where the run-time conditions above hold and all 32
   otherwise (literals after Numba folds the type test); and the restricted loop
-  is only the copy printed once every replica of the region exists (``fission``'s allocating
-  copy runs every lane), so the first store that allocates a replica -- and with it the
+  is only the copy printed once every replica of the region exists (``regions_emit``'s
+  allocating copy runs every lane), so the first store that allocates a replica -- and with it the
   ``x__ok`` flags that decide whether the exchange's divergence check runs -- happens exactly
   as before. The exchange's check itself runs at cube level, untouched.
 
@@ -100,7 +100,8 @@ class _Loop:
 
 
 class DemandedLanes:
-    """The demanded-lane loops of one cube plan (``fission.CubeKernel`` asks it while printing).
+    """The demanded-lane loops of one cube plan (``fission.CubeKernel`` and its
+    ``regions_emit.RegionPrinter`` ask it while printing).
     ``kernel`` is the ``CubeKernel`` (its plan, uniform names, remat, snapshots)."""
 
     def __init__(self, kernel):
