@@ -16,13 +16,6 @@ from numba_cube.backends.cpu.translate import build_program, translate_source
 NBINS = 64
 
 
-@pytest.fixture
-def rng():
-    seed = np.random.SeedSequence().entropy
-    print(f"rng seed: {seed}")
-    return np.random.default_rng(seed)
-
-
 _programs = {}
 
 
