@@ -39,7 +39,8 @@ from numba_cube.backends.cpu.unitcode import (RET_FLAG, Writer, lower_returns,
 # names a hoisted bound may use: they are all defined before the segment's unit loop
 _SEGMENT_NAMES = set(BLOCK_IDS + BLOCK_DIMS + GRID_DIMS + ("__ty", "__tz"))
 _NEGATE = {ast.Lt: ast.GtE, ast.LtE: ast.Gt, ast.Gt: ast.LtE, ast.GtE: ast.Lt}
-_FLIP = {ast.Lt: ast.Gt, ast.LtE: ast.GtE, ast.Gt: ast.Lt, ast.GtE: ast.LtE}
+#: a comparison with its sides swapped (``a < b`` is ``b > a``)
+FLIPPED = {ast.Lt: ast.Gt, ast.LtE: ast.GtE, ast.Gt: ast.Lt, ast.GtE: ast.LtE}
 _BOUND = {ast.Lt: ("hi", "lt"), ast.LtE: ("hi", "le"), ast.Gt: ("lo", "gt"), ast.GtE: ("lo", "ge")}
 
 
@@ -71,14 +72,14 @@ class GuardHoist:
                 continue
             if isinstance(s, ast.If) and not s.orelse:
                 if len(rest) == 1:                       # if C: <body>   (last statement)
-                    kept = self._conjuncts(_split(s.test, ast.And), negate=False)
+                    kept = self._conjuncts(split_terms(s.test, ast.And), negate=False)
                     if kept is None:
                         return prefix + self.run(s.body)
                     if kept is not s.test:
                         s.test = kept
                     return prefix + rest
                 if len(s.body) == 1 and isinstance(s.body[0], ast.Return):   # if C: return
-                    kept = self._conjuncts(_split(s.test, ast.Or), negate=True)
+                    kept = self._conjuncts(split_terms(s.test, ast.Or), negate=True)
                     if kept is None:
                         rest.pop(0)
                         continue
@@ -118,7 +119,7 @@ class GuardHoist:
             self.conds.append(ast.unparse(cmp))
             return True
         if (kl, kr) == (0, 1):
-            (kl, rl), (kr, rr), op = (kr, rr), (kl, rl), _FLIP[op]
+            (kl, rl), (kr, rr), op = (kr, rr), (kl, rl), FLIPPED[op]
         if (kl, kr) != (1, 0):
             return False
         bound = _src(rr) if rl is None else f"({_src(rr)}) - ({_src(rl)})"
@@ -138,7 +139,7 @@ class GuardHoist:
         return Sub().visit(copy.deepcopy(e))
 
 
-def _split(test, op_type):
+def split_terms(test, op_type):
     """The terms of an ``and``/``or`` chain; ``a < b < c`` counts as ``a < b and b < c`` when
     evaluating ``b`` twice is harmless (no calls in it)."""
     terms = list(test.values) if isinstance(test, ast.BoolOp) and isinstance(

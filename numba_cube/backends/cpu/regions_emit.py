@@ -38,8 +38,9 @@ from __future__ import annotations
 
 import ast
 
-from numba_cube.backends.cpu import guards, spans, stride_interchange, warps_emit
-from numba_cube.backends.cpu.analysis import stores
+from numba_cube.backends.cpu import (guards, interior, spans, stride_interchange,
+                                     warps_emit)
+from numba_cube.backends.cpu.analysis import store_counts, stores
 from numba_cube.backends.cpu.hidden import SLOT
 from numba_cube.backends.cpu.plan import Region
 from numba_cube.backends.cpu.unitcode import (RET_FLAG, Writer, lower_returns, parse_stmts,
@@ -85,6 +86,16 @@ class RegionPrinter:
                                        span=("0", _FULL_WARPS_END), full_warp=True)
                 self._allocating_loops(w, region, code, skip, uses_flag, lanes=lanes,
                                        span=(_FULL_WARPS_END, "__nt"))
+                return
+            guarded = None if tx_range is not None or lanes is not None or uses_flag \
+                else self._interior(region, code)
+            if guarded is not None:
+                check, unguarded = guarded
+                w.line("# every unit of an interior cube passes the guards (interior.py)")
+                with w.indent(f"if {check}:"):
+                    self._allocating_loops(w, region, unguarded, skip, uses_flag)
+                with w.indent("else:"):
+                    self._allocating_loops(w, region, code, skip, uses_flag)
                 return
             self._allocating_loops(w, region, code, skip, uses_flag, tx_range, lanes=lanes)
             return
@@ -167,6 +178,16 @@ class RegionPrinter:
             return code, None
         body, lo, hi = guarded
         return body, (lo, hi)
+
+    def _interior(self, region: Region, code):
+        """``interior.split`` of an unmasked region in cube mode where no unit exits."""
+        if self.k.grid or self.k.has_exit:
+            return None
+        assigned = set().union(*(stores(s) for s in code))
+        counts = store_counts(self.k.lowered.body)
+        params = {p for p in self.k.lowered.params if not counts[p]}
+        shared = (self.k.uniform | params) - assigned
+        return interior.split(code, self.k.remat, shared, self.k.purity)
 
     def _knows_density(self, ctx) -> bool:
         """Do the bounds of block ``ctx`` compute its ``dense_flag``?"""

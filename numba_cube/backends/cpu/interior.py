@@ -1,0 +1,192 @@
+"""Cubes wholly inside their guards: a region printed once more without the guards' tests.
+
+GPU code guards every access that a partial cube at the edge of the data could make::
+
+    x, y = cuda.grid(2)
+    sA[ty, tx] = 0
+    if y < A.shape[0] and tx + i * TILE < A.shape[1]:    # always true but at the edges
+        sA[ty, tx] = A[y, tx + i * TILE]
+
+Fission prints such a region as a loop over the cube's units with the test in every unit, and
+the test keeps LLVM from vectorizing the loop (measured on the tiled matmul of
+``benchmarks/bench_kernels.py``: the tile loads with their tests took 40% of the kernel). Most
+cubes are interior: the test holds for every one of their units. ``split`` finds the top-level
+``if`` statements of a region whose test is such a guard and returns a cube-level check that
+the test holds for every unit, with the region's code without those ``if`` lines (their bodies
+in their place). ``regions_emit`` prints ``if <check>: <loops without the tests> else: <loops as
+before>``.
+
+Why it is exact. A guard here is an ``if`` without ``else`` whose body assigns no name (``_binds_nothing``: removing the test must not
+change a variable's type) and whose test is a conjunction of
+comparisons ``L op R`` (``<``, ``<=``, ``>``, ``>=``) where one side is a sum of the unit's
+coordinates ``__tx``, ``__ty``, ``__tz`` (each at most once, coefficient 1) and of values every
+unit shares, and the other side is such a shared value alone. Shared values are constants,
+block ids and sizes, uniform names and parameters the region does not assign, ``x.shape[k]`` /
+``x.size``, combined by ``+ - *`` (no division, no call but ``__nn``: the check evaluates
+them at cube level, where they must not raise). Names that the region assigns once, purely,
+before the ``if`` (``x = __bx * 32 + tx``), and recomputed names stand for their definitions.
+
+In the kernel's own arithmetic the coordinate side ``f`` is non-decreasing in each coordinate
+unless it wraps around, and the units' coordinates are exactly the box ``[0, blockDim)``. So
+``f`` takes its smallest value at the corner ``(0, 0, 0)`` and its largest at ``(blockDim - 1)``
+on every axis. The check evaluates ``f`` at both corners, with the same expression and types,
+and requires ``f(low) <= f(high)``: a wrap-around inside the box (a sum near the integer type's
+end) makes the high corner's value smaller, and the cube takes the loops with the tests. Then
+``f(high) op R`` (for ``<``, ``<=``) or ``f(low) op R`` (``>``, ``>=``) holds only if the test
+holds for every unit (a NaN bound fails both, and every unit's test too). Where it holds,
+removing the test changes nothing any unit does.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+
+from numba_cube.backends.cpu.analysis import Purity, store_counts
+from numba_cube.backends.cpu.flatten import FLIPPED, split_terms
+from numba_cube.backends.cpu.hidden import (BLOCK_DIMS, NONNEG, THREAD_IDS, UNIFORM_IDS)
+
+_UPPER = (ast.Lt, ast.LtE)          # holds everywhere iff it holds at the high corner
+_LOWER = (ast.Gt, ast.GtE)          # ... at the low corner
+#: a coordinate's value at the high corner of the cube
+_HIGH = {t: f"({d} - 1)" for t, d in zip(THREAD_IDS, BLOCK_DIMS)}
+
+
+def split(code: list[ast.stmt], remat: dict[str, ast.expr], shared: set[str],
+          purity: Purity) -> tuple[str, list[ast.stmt]] | None:
+    """``(check, code without the guards)`` for a region's ``code`` (module docstring), or None
+    when no top-level ``if`` is a guard. ``shared``: names with one value for every unit that
+    the region does not assign (uniform names, parameters); ``remat``: recomputed names."""
+    counts = store_counts(code)
+    defs = {n: e for n, e in remat.items() if not counts[n]}
+    checks: list[str] = []
+    out: list[ast.stmt] = []
+    for s in code:
+        if isinstance(s, ast.If) and not s.orelse and _binds_nothing(s.body):
+            terms = [_check(t, defs, shared, purity) for t in split_terms(s.test, ast.And)]
+            if all(terms):
+                checks += terms
+                out += s.body
+                continue
+        elif (isinstance(s, ast.Assign) and len(s.targets) == 1
+              and isinstance(s.targets[0], ast.Name) and counts[s.targets[0].id] == 1
+              and _simple(s.value, set(defs) | shared | set(THREAD_IDS))):
+            defs[s.targets[0].id] = s.value
+        out.append(s)
+    if not checks:
+        return None
+    return " and ".join(dict.fromkeys(checks)), out
+
+
+def _binds_nothing(body: list[ast.stmt]) -> bool:
+    """Does ``body`` assign no name and leave no loop? Without its ``if``, a name it assigns
+    would have another type where the branches met (Numba unifies ``v = 0`` with ``v = x[i]``
+    of an ``int32`` array as ``int64``, but types ``v`` as ``int32`` after the plain
+    assignment), and so possibly other arithmetic after it."""
+    for node in (n for s in body for n in ast.walk(s)):
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            return False
+        if isinstance(node, (ast.Break, ast.Continue, ast.Return)):
+            return False
+    return True
+
+
+def _check(term: ast.expr, defs, shared: set[str], purity: Purity) -> str | None:
+    """The cube-level check that ``term`` holds for every unit, or None if it is no guard."""
+    if not (isinstance(term, ast.Compare) and len(term.ops) == 1
+            and isinstance(term.ops[0], _UPPER + _LOWER)):
+        return None
+    op, left, right = type(term.ops[0]), _expand(term.left, defs), _expand(term.comparators[0],
+                                                                           defs)
+    if _ids(right) and not _ids(left):
+        left, right, op = right, left, FLIPPED[op]
+    if _ids(right) or not _ids(left) or not _coefficients_one(left):
+        return None
+    names = shared | UNIFORM_IDS
+    if not (_simple(left, names | set(THREAD_IDS)) and _simple(right, names)
+            and purity.expr(left, names | set(THREAD_IDS)) and purity.expr(right, names)):
+        return None
+    low = ast.unparse(_at(left, {t: "0" for t in THREAD_IDS}))
+    high = ast.unparse(_at(left, _HIGH))
+    side = high if op in _UPPER else low
+    return f"(({low}) <= ({high}) and ({side}) {_OPS[op]} ({ast.unparse(right)}))"
+
+
+_OPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
+
+
+def _ids(e: ast.expr) -> set[str]:
+    return {n.id for n in ast.walk(e) if isinstance(n, ast.Name) and n.id in THREAD_IDS}
+
+
+def _coefficients_one(e: ast.expr) -> bool:
+    """Is ``e`` a sum in which each coordinate appears once, added (never subtracted or
+    multiplied)?"""
+    seen: list[str] = []
+
+    def walk(node, sign: int) -> bool:
+        if isinstance(node, ast.Name) and node.id in THREAD_IDS:
+            seen.append(node.id)
+            return sign == 1
+        if isinstance(node, ast.Call):      # __nn(x): x itself (``_simple`` checked the callee)
+            return walk(node.args[0], sign)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            return walk(node.left, sign) and walk(node.right, sign)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub):
+            return walk(node.left, sign) and walk(node.right, -sign)
+        return not _ids(node)
+
+    return walk(e, 1) and len(seen) == len(set(seen))
+
+
+def _simple(e: ast.expr, names: set[str]) -> bool:
+    """Is ``e`` built from ``names``, constants, ``+ - *``, ``x.shape[k]``, ``x.size`` and
+    ``__nn``, nothing that could raise?"""
+    if isinstance(e, ast.Constant):
+        return isinstance(e.value, (int, float)) and not isinstance(e.value, bool)
+    if isinstance(e, ast.Name):
+        return e.id in names or e.id in UNIFORM_IDS
+    if isinstance(e, ast.BinOp):
+        return (isinstance(e.op, (ast.Add, ast.Sub, ast.Mult))
+                and _simple(e.left, names) and _simple(e.right, names))
+    if isinstance(e, ast.UnaryOp):
+        return isinstance(e.op, ast.USub) and _simple(e.operand, names)
+    if isinstance(e, ast.Call):
+        return (isinstance(e.func, ast.Name) and e.func.id == NONNEG and len(e.args) == 1
+                and not e.keywords and _simple(e.args[0], names))
+    if isinstance(e, ast.Attribute):
+        return e.attr == "size" and isinstance(e.value, ast.Name) and e.value.id in names
+    if isinstance(e, ast.Subscript):
+        return (isinstance(e.value, ast.Attribute) and e.value.attr == "shape"
+                and isinstance(e.value.value, ast.Name) and e.value.value.id in names
+                and isinstance(e.slice, ast.Constant) and type(e.slice.value) is int)
+    return False
+
+
+def _expand(e: ast.expr, defs: dict[str, ast.expr], depth: int = 0) -> ast.expr:
+    """``e`` with every name of ``defs`` replaced by its definition (to a fixed depth)."""
+    class Sub(ast.NodeTransformer):
+        def visit_Name(self, node):
+            if node.id in defs and isinstance(node.ctx, ast.Load) and depth < 16:
+                return _expand(copy.deepcopy(defs[node.id]), defs, depth + 1)
+            return node
+
+    return Sub().visit(copy.deepcopy(e))
+
+
+def _at(e: ast.expr, values: dict[str, str]) -> ast.expr:
+    """``e`` with each coordinate replaced by the source text in ``values``, and without its
+    ``__nn`` hints: a corner outside the cube (one of ``blockDim`` 0) may be negative, and a
+    false hint would be undefined behaviour."""
+    class Sub(ast.NodeTransformer):
+        def visit_Name(self, node):
+            if node.id in values:
+                return ast.parse(values[node.id], mode="eval").body
+            return node
+
+        def visit_Call(self, node):
+            if isinstance(node.func, ast.Name) and node.func.id == NONNEG:
+                return self.visit(node.args[0])
+            return self.generic_visit(node)
+
+    return Sub().visit(copy.deepcopy(e))
