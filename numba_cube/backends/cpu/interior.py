@@ -1,4 +1,4 @@
-"""Cubes wholly inside their guards: a region printed once more without the guards' tests.
+"""Cubes wholly inside their guards: a region printed once more, its guards' tests known true.
 
 GPU code guards every access that a partial cube at the edge of the data could make::
 
@@ -6,25 +6,35 @@ GPU code guards every access that a partial cube at the edge of the data could m
     sA[ty, tx] = 0
     if y < A.shape[0] and tx + i * TILE < A.shape[1]:    # always true but at the edges
         sA[ty, tx] = A[y, tx + i * TILE]
+    sm[tid] = x[i] if i < x.size else 0.0
 
 Fission prints such a region as a loop over the cube's units with the test in every unit, and
 the test keeps LLVM from vectorizing the loop (measured on the tiled matmul of
 ``benchmarks/bench_kernels.py``: the tile loads with their tests took 40% of the kernel). Most
-cubes are interior: the test holds for every one of their units. ``split`` finds the top-level
-``if`` statements of a region whose test is such a guard and returns a cube-level check that
-the test holds for every unit, with the region's code without those ``if`` lines (their bodies
-in their place). ``regions_emit`` prints ``if <check>: <loops without the tests> else: <loops as
-before>``.
+cubes are interior: the test holds for every one of their units. ``split`` finds the tests (of
+``if`` statements and conditional expressions, at any depth of the region) that are such
+guards and returns a cube-level check that they hold for every unit, with the region's code in
+which each of those tests is replaced by the check's name. ``regions_emit`` prints::
 
-Why it is exact. A guard here is an ``if`` without ``else`` whose body assigns no name (``_binds_nothing``: removing the test must not
-change a variable's type) and whose test is a conjunction of
-comparisons ``L op R`` (``<``, ``<=``, ``>``, ``>=``) where one side is a sum of the unit's
-coordinates ``__tx``, ``__ty``, ``__tz`` (each at most once, coefficient 1) and of values every
-unit shares, and the other side is such a shared value alone. Shared values are constants,
-block ids and sizes, uniform names and parameters the region does not assign, ``x.shape[k]`` /
-``x.size``, combined by ``+ - *`` (no division, no call but ``__nn``: the check evaluates
-them at cube level, where they must not raise). Names that the region assigns once, purely,
-before the ``if`` (``x = __bx * 32 + tx``), and recomputed names stand for their definitions.
+    __in<k> = <check>
+    if __in<k>:
+        <the loops, each guard's test now reading __in<k>>
+    else:
+        <the loops as before>
+
+Inside ``if __in<k>:`` LLVM knows the flag is true and folds the branches away; Numba still
+types both sides of each branch as before (a name assigned in a guarded body meets its other
+value with the same unified type), so nothing but the test changes.
+
+Why it is exact. A guard's test is a conjunction of comparisons ``L op R`` (``<``, ``<=``,
+``>``, ``>=``) where one side is a sum of the unit's coordinates ``__tx``, ``__ty``, ``__tz``
+(each at most once, coefficient 1) and of values every unit shares, and the other side is such
+a shared value alone. Shared values are constants, block ids and sizes, uniform names and
+parameters the region does not assign, ``x.shape[k]`` / ``x.size``, combined by ``+ - *`` (no
+division, no call but ``__nn``: the check evaluates them at cube level, where they must not
+raise; evaluating the test has no effect either). Names that the region assigns exactly once,
+purely, in a statement before the test (``x = __bx * 32 + tx``), and recomputed names stand for
+their definitions.
 
 In the kernel's own arithmetic the coordinate side ``f`` is non-decreasing in each coordinate
 unless it wraps around, and the units' coordinates are exactly the box ``[0, blockDim)``. So
@@ -33,8 +43,8 @@ on every axis. The check evaluates ``f`` at both corners, with the same expressi
 and requires ``f(low) <= f(high)``: a wrap-around inside the box (a sum near the integer type's
 end) makes the high corner's value smaller, and the cube takes the loops with the tests. Then
 ``f(high) op R`` (for ``<``, ``<=``) or ``f(low) op R`` (``>``, ``>=``) holds only if the test
-holds for every unit (a NaN bound fails both, and every unit's test too). Where it holds,
-removing the test changes nothing any unit does.
+holds for every unit (a NaN bound fails both, and every unit's test too). Where the check holds,
+every replaced test would have been true.
 """
 
 from __future__ import annotations
@@ -53,42 +63,40 @@ _HIGH = {t: f"({d} - 1)" for t, d in zip(THREAD_IDS, BLOCK_DIMS)}
 
 
 def split(code: list[ast.stmt], remat: dict[str, ast.expr], shared: set[str],
-          purity: Purity) -> tuple[str, list[ast.stmt]] | None:
-    """``(check, code without the guards)`` for a region's ``code`` (module docstring), or None
-    when no top-level ``if`` is a guard. ``shared``: names with one value for every unit that
-    the region does not assign (uniform names, parameters); ``remat``: recomputed names."""
+          purity: Purity, flag: str) -> tuple[str, list[ast.stmt]] | None:
+    """``(check, code with each guard's test replaced by the name flag)`` for a region's
+    ``code`` (module docstring), or None when no test is a guard. ``shared``: names with one
+    value for every unit that the region does not assign (uniform names, parameters);
+    ``remat``: recomputed names."""
     counts = store_counts(code)
     defs = {n: e for n, e in remat.items() if not counts[n]}
     checks: list[str] = []
-    out: list[ast.stmt] = []
-    for s in code:
-        if isinstance(s, ast.If) and not s.orelse and _binds_nothing(s.body):
-            terms = [_check(t, defs, shared, purity) for t in split_terms(s.test, ast.And)]
+
+    class Guards(ast.NodeTransformer):
+        def visit_If(self, node):
+            return self._test(node)
+
+        def visit_IfExp(self, node):
+            return self._test(node)
+
+        def _test(self, node):
+            self.generic_visit(node)
+            terms = [_check(t, defs, shared, purity) for t in split_terms(node.test, ast.And)]
             if all(terms):
-                checks += terms
-                out += s.body
-                continue
-        elif (isinstance(s, ast.Assign) and len(s.targets) == 1
-              and isinstance(s.targets[0], ast.Name) and counts[s.targets[0].id] == 1
-              and _simple(s.value, set(defs) | shared | set(THREAD_IDS))):
+                checks.extend(terms)
+                node.test = ast.Name(flag, ast.Load())
+            return node
+
+    out = []
+    for s in code:
+        out.append(Guards().visit(copy.deepcopy(s)))
+        if (isinstance(s, ast.Assign) and len(s.targets) == 1
+                and isinstance(s.targets[0], ast.Name) and counts[s.targets[0].id] == 1
+                and _simple(s.value, set(defs) | shared | set(THREAD_IDS))):
             defs[s.targets[0].id] = s.value
-        out.append(s)
     if not checks:
         return None
     return " and ".join(dict.fromkeys(checks)), out
-
-
-def _binds_nothing(body: list[ast.stmt]) -> bool:
-    """Does ``body`` assign no name and leave no loop? Without its ``if``, a name it assigns
-    would have another type where the branches met (Numba unifies ``v = 0`` with ``v = x[i]``
-    of an ``int32`` array as ``int64``, but types ``v`` as ``int32`` after the plain
-    assignment), and so possibly other arithmetic after it."""
-    for node in (n for s in body for n in ast.walk(s)):
-        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
-            return False
-        if isinstance(node, (ast.Break, ast.Continue, ast.Return)):
-            return False
-    return True
 
 
 def _check(term: ast.expr, defs, shared: set[str], purity: Purity) -> str | None:
@@ -190,3 +198,8 @@ def _at(e: ast.expr, values: dict[str, str]) -> ast.expr:
             return self.generic_visit(node)
 
     return Sub().visit(copy.deepcopy(e))
+
+
+def flag(region: int) -> str:
+    """The name of region ``region``'s check in the generated code."""
+    return f"__in{region}"

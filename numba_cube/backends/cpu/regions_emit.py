@@ -92,7 +92,8 @@ class RegionPrinter:
             if guarded is not None:
                 check, unguarded = guarded
                 w.line("# every unit of an interior cube passes the guards (interior.py)")
-                with w.indent(f"if {check}:"):
+                w.line(f"{interior.flag(region.index)} = {check}")
+                with w.indent(f"if {interior.flag(region.index)}:"):
                     self._allocating_loops(w, region, unguarded, skip, uses_flag)
                 with w.indent("else:"):
                     self._allocating_loops(w, region, code, skip, uses_flag)
@@ -187,7 +188,8 @@ class RegionPrinter:
         counts = store_counts(self.k.lowered.body)
         params = {p for p in self.k.lowered.params if not counts[p]}
         shared = (self.k.uniform | params) - assigned
-        return interior.split(code, self.k.remat, shared, self.k.purity)
+        return interior.split(code, self.k.remat, shared, self.k.purity,
+                              interior.flag(region.index))
 
     def _knows_density(self, ctx) -> bool:
         """Do the bounds of block ``ctx`` compute its ``dense_flag``?"""

@@ -1,12 +1,13 @@
-"""Cubes wholly inside their guards run a region without the guards' tests (``interior.py``).
+"""Cubes wholly inside their guards run a region with the guards' tests known true
+(``interior.py``).
 
 Pinned here: kernels whose regions have edge guards (a tiled matmul, a tiled transpose, a 3-D
 cube) give what NumPy gives bit for bit, for sizes that are and are not multiples of the cube
 (edge cubes take the loops with the tests), in both variants; their generated code has the
-interior copy; a guard that wraps around inside a cube, a NaN bound, and guards that lower
-bounds admit are still exact; and each near-miss of the rules (a body that assigns a name, a
-coordinate subtracted or multiplied, a bound the region assigns, an ``else``) prints exactly the
-code the translator prints without the pass."""
+interior copy; guards with parameter offsets, float and NaN bounds, lower bounds, an ``else``,
+a body that assigns a name (its type kept) and a conditional expression are exact; and each
+near-miss of the rules (a coordinate subtracted or multiplied, a bound the region assigns, a
+division) prints exactly the code the translator prints without the pass."""
 
 import numpy as np
 import pytest
@@ -199,10 +200,11 @@ def with_else(a, out):
     sm = cuda.shared.array(1, np.int64)
     sm[0] = 1
     cuda.syncthreads()
+    i = cuda.grid(1)
     if cuda.threadIdx.x < a.size:
-        out[cuda.threadIdx.x] = sm[0]
+        out[i] = sm[0]
     else:
-        out[cuda.threadIdx.x] = 2
+        out[i] = 2
 
 
 @cuda.jit
@@ -214,10 +216,8 @@ def divided_bound(a, out):
         out[cuda.threadIdx.x] = sm[0]
 
 
-@pytest.mark.parametrize("kernel", [assigns_in_body, subtracted, squared, bound_assigned,
-                                    with_else, divided_bound],
-                         ids=["assigns-in-body", "subtracted", "squared", "bound-assigned",
-                              "else", "division"])
+@pytest.mark.parametrize("kernel", [subtracted, squared, bound_assigned, divided_bound],
+                         ids=["subtracted", "squared", "bound-assigned", "division"])
 def test_near_misses_print_todays_code(kernel, monkeypatch):
     """A guard outside the rules is left as it is: the module is exactly the one printed with
     the pass switched off."""
@@ -225,10 +225,51 @@ def test_near_misses_print_todays_code(kernel, monkeypatch):
     assert translate_source(kernel.py_func) == without_pass(kernel, monkeypatch)
 
 
-def test_assigning_body_keeps_its_type():
-    """The near-miss whose body assigns a name runs as numba.cuda: int32 input values through
-    an int64 ``v``, zeros past the input."""
-    a = np.arange(1, 11, dtype=np.int32)
+@pytest.mark.parametrize("variant", ["parallel", "serial"])
+@pytest.mark.parametrize("n", [32, 10, 0])
+def test_body_that_assigns_keeps_its_type(variant, n):
+    """A guarded body that assigns a name (``v = a[tid]``, int32, where ``v = 0`` before it):
+    the interior copy keeps both sides of the branch, so ``v`` is the int64 Numba unifies, as
+    without the pass: the input values, zeros past the input."""
+    assert has_interior(assigns_in_body)
+    a = np.arange(1, n + 1, dtype=np.int32)
     out = np.full(32, -1, np.int32)
-    prog(assigns_in_body).serial(1, 1, 1, 32, 1, 1, a, out)
-    np.testing.assert_array_equal(out, np.concatenate([a, np.zeros(22, np.int32)]))
+    getattr(prog(assigns_in_body), variant)(1, 1, 1, 32, 1, 1, a, out)
+    np.testing.assert_array_equal(out, np.concatenate([a, np.zeros(32 - n, np.int32)]))
+
+
+@pytest.mark.parametrize("n", [64, 5, 0])
+def test_guard_with_else(n):
+    """``if tid < a.size: ... else: ...``: the units the test admits take the body, the others
+    the ``else``, in interior cubes (every unit admitted) and edge cubes alike."""
+    assert has_interior(with_else)
+    out = np.zeros(64, np.int64)
+    prog(with_else).serial(2, 1, 1, 32, 1, 1, np.zeros(n), out)
+    expect = np.where(np.arange(64) % 32 < n, 1, 2)
+    np.testing.assert_array_equal(out, expect)
+
+
+@cuda.jit
+def conditional_expression(x, out):
+    # the block reduction's load: a guard in a conditional expression, an int32 input whose
+    # value meets a float 0.0 (Numba types the expression float64 either way)
+    sm = cuda.shared.array(32, np.float64)
+    tid = cuda.threadIdx.x
+    i = cuda.grid(1)
+    sm[tid] = x[i] if i < x.size else 0.5
+    cuda.syncthreads()
+    if i < out.size:
+        out[i] = sm[tid] * 3
+
+
+@pytest.mark.parametrize("variant", ["parallel", "serial"])
+@pytest.mark.parametrize("n", [96, 70, 1])
+def test_conditional_expression(variant, n, rng):
+    """A guard in a conditional expression: interior cubes load every element, edge cubes put
+    0.5 past the end, as NumPy computes it."""
+    assert has_interior(conditional_expression)
+    x = rng.integers(-1000, 1000, n).astype(np.int32)
+    out = np.zeros(96)
+    getattr(prog(conditional_expression), variant)(3, 1, 1, 32, 1, 1, x, out)
+    expect = np.concatenate([x.astype(np.float64), np.full(96 - n, 0.5)]) * 3
+    np.testing.assert_array_equal(out, expect)
