@@ -36,15 +36,15 @@ raise; evaluating the test has no effect either). Names that the region assigns 
 purely, in a statement before the test (``x = __bx * 32 + tx``), and recomputed names stand for
 their definitions.
 
-In the kernel's own arithmetic the coordinate side ``f`` is non-decreasing in each coordinate
-unless it wraps around, and the units' coordinates are exactly the box ``[0, blockDim)``. So
-``f`` takes its smallest value at the corner ``(0, 0, 0)`` and its largest at ``(blockDim - 1)``
-on every axis. The check evaluates ``f`` at both corners, with the same expression and types,
-and requires ``f(low) <= f(high)``: a wrap-around inside the box (a sum near the integer type's
-end) makes the high corner's value smaller, and the cube takes the loops with the tests. Then
-``f(high) op R`` (for ``<``, ``<=``) or ``f(low) op R`` (``>``, ``>=``) holds only if the test
-holds for every unit (a NaN bound fails both, and every unit's test too). Where the check holds,
-every replaced test would have been true.
+The coordinate side ``f`` is non-decreasing in each coordinate, and the units' coordinates are
+exactly the box ``[0, blockDim)``, so ``f`` is largest at the corner ``(blockDim - 1)`` on
+every axis and smallest at ``(0, 0, 0)``. The check evaluates ``f`` at that corner, with the
+same expression and types: ``f(high) op R`` for ``<`` and ``<=``, ``f(low) op R`` for ``>`` and
+``>=``. It holds only if the test holds for every unit (a NaN bound fails it, and every unit's
+test too); where it holds, every replaced test would have been true. (Integer sums that
+overflow are outside this, as they are outside all of Numba's compiled code: Numba adds
+integers with LLVM's no-signed-wrap flag, so an int64 sum past its end is undefined in the
+per-unit test itself, and ``guards.py`` relies on the same.)
 """
 
 from __future__ import annotations
@@ -114,10 +114,8 @@ def _check(term: ast.expr, defs, shared: set[str], purity: Purity) -> str | None
     if not (_simple(left, names | set(THREAD_IDS)) and _simple(right, names)
             and purity.expr(left, names | set(THREAD_IDS)) and purity.expr(right, names)):
         return None
-    low = ast.unparse(_at(left, {t: "0" for t in THREAD_IDS}))
-    high = ast.unparse(_at(left, _HIGH))
-    side = high if op in _UPPER else low
-    return f"(({low}) <= ({high}) and ({side}) {_OPS[op]} ({ast.unparse(right)}))"
+    corner = _HIGH if op in _UPPER else {t: "0" for t in THREAD_IDS}
+    return f"({ast.unparse(_at(left, corner))}) {_OPS[op]} ({ast.unparse(right)})"
 
 
 _OPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
