@@ -29,7 +29,9 @@ value with the same unified type), so nothing but the test changes.
 Why it is exact. A guard's test is a conjunction of comparisons ``L op R`` (``<``, ``<=``,
 ``>``, ``>=``) where one side is a sum of the unit's coordinates ``__tx``, ``__ty``, ``__tz``
 (each at most once, coefficient 1) and of values every unit shares, and the other side is such
-a shared value alone. Shared values are constants, block ids and sizes, uniform names and
+a shared value alone, and the coordinate side names the cube's place in the data (a block id or
+a shared name: ``tid < s`` splits every cube, it is no edge guard, and a copy for it would
+only cost compile time). Shared values are constants, block ids and sizes, uniform names and
 parameters the region does not assign, ``x.shape[k]`` / ``x.size``, combined by ``+ - *`` (no
 division, no call but ``__nn``: the check evaluates them at cube level, where they must not
 raise; evaluating the test has no effect either). Names that the region assigns exactly once,
@@ -110,6 +112,9 @@ def _check(term: ast.expr, defs, shared: set[str], purity: Purity) -> str | None
         left, right, op = right, left, FLIPPED[op]
     if _ids(right) or not _ids(left) or not _coefficients_one(left):
         return None
+    place = {n.id for n in ast.walk(left) if isinstance(n, ast.Name)}
+    if not place - set(THREAD_IDS) - set(BLOCK_DIMS) - {NONNEG}:
+        return None         # a split inside every cube (``tid < s``), not the data's edge
     names = shared | UNIFORM_IDS
     if not (_simple(left, names | set(THREAD_IDS)) and _simple(right, names)
             and purity.expr(left, names | set(THREAD_IDS)) and purity.expr(right, names)):

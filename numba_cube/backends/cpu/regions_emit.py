@@ -93,12 +93,8 @@ class RegionPrinter:
                 check, unguarded = guarded
                 w.line("# every unit of an interior cube passes the guards (interior.py)")
                 w.line(f"{interior.flag(region.index)} = {check}")
-                with w.indent(f"if {interior.flag(region.index)}:"):
-                    self._allocating_loops(w, region, unguarded, skip, uses_flag)
-                with w.indent("else:"):
-                    self._allocating_loops(w, region, code, skip, uses_flag)
-                return
-            self._allocating_loops(w, region, code, skip, uses_flag, tx_range, lanes=lanes)
+            self._allocating_loops(w, region, code, skip, uses_flag, tx_range, lanes=lanes,
+                                   unguarded=None if guarded is None else unguarded)
             return
         mask, sel = region.ctx
         skip_unselected = skip + [f"{mask}[{slot}] != {sel}"]
@@ -197,28 +193,43 @@ class RegionPrinter:
 
     def _allocating_loops(self, w: Writer, region: Region, code, skip, uses_flag,
                           tx_range=None, whole: bool = False, span=None,
-                          full_warp: bool = False, lanes=None) -> None:
+                          full_warp: bool = False, lanes=None, unguarded=None) -> None:
         """``whole``: printed where every warp is whole under the region's mask; ``span``: the
         slots to loop over instead of the mask's (``_unit_loop``); ``full_warp``: every unit
         of the loop is in a warp of 32 units; ``lanes``: the demanded lanes of each warp
         (``warps_demand``), used only by the copy that allocates nothing: the first stores,
-        which decide the replicas' ``__ok`` flags, still run in every lane."""
+        which decide the replicas' ``__ok`` flags, still run in every lane; ``unguarded``: the
+        region's code for interior cubes (``interior``), printed beside the copy that
+        allocates nothing, under the region's interior flag."""
         extra = dict(whole=whole, span=span, full_warp=full_warp)
         loads, stores_ = self.k.loads[region.index], self.k.stores[region.index]
         mentioned = mentioned_names(code)
         allocated = self.k.allocated[region.index]
         pending = sorted((set(loads) | set(stores_)) - allocated)
+
+        def settled(known):
+            # the loop that allocates nothing, and its interior twin (the copy that allocates
+            # runs in a chunk's first cubes only: one copy of it is enough)
+            if unguarded is None:
+                self._unit_loop(w, region, code, mentioned, skip, uses_flag, known, tx_range,
+                                lanes=lanes, **extra)
+                return
+            with w.indent(f"if {interior.flag(region.index)}:"):
+                self._unit_loop(w, region, unguarded, mentioned_names(unguarded), skip,
+                                uses_flag, known, tx_range, lanes=lanes, **extra)
+            with w.indent("else:"):
+                self._unit_loop(w, region, code, mentioned, skip, uses_flag, known, tx_range,
+                                lanes=lanes, **extra)
+
         if not pending:
-            self._unit_loop(w, region, code, mentioned, skip, uses_flag, allocated, tx_range,
-                            lanes=lanes, **extra)
+            settled(allocated)
             return
         # Two copies of the loop: the one with first-store allocations runs until every replica
         # exists (the first cube of a chunk, typically), the other from then on. Allocating
         # inside the loop reassigns the replica variables there, which costs Numba a reference
         # count update per unit (measured: 50x on a region that is one load and one store).
         with w.indent(f"if {' and '.join(f'{n}__ok' for n in pending)}:"):
-            self._unit_loop(w, region, code, mentioned, skip, uses_flag,
-                            allocated | set(pending), tx_range, lanes=lanes, **extra)
+            settled(allocated | set(pending))
         with w.indent("else:"):
             self._unit_loop(w, region, code, mentioned, skip, uses_flag, allocated, tx_range,
                             **extra)

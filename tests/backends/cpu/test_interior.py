@@ -7,7 +7,7 @@ cube) give what NumPy gives bit for bit, for sizes that are and are not multiple
 interior copy; guards with parameter offsets, float and NaN bounds, lower bounds, an ``else``,
 a body that assigns a name (its type kept) and a conditional expression are exact; and each
 near-miss of the rules (a coordinate subtracted or multiplied, a bound the region assigns, a
-division) prints exactly the code the translator prints without the pass."""
+division, a test that splits every cube) prints exactly the code the translator prints without the pass."""
 
 import numpy as np
 import pytest
@@ -137,7 +137,7 @@ def float_bound(out, bound):
     sm[0] = 2.5
     cuda.syncthreads()
     out[cuda.threadIdx.x + 8] = -1.0     # a statement before the guard: not guards.py's case
-    if cuda.threadIdx.x < bound:
+    if cuda.grid(1) < bound:
         out[cuda.threadIdx.x] = sm[0]
 
 
@@ -158,9 +158,10 @@ def test_float_and_nan_bounds(bound):
 def assigns_in_body(a, out):
     sm = cuda.shared.array(32, np.int32)
     tid = cuda.threadIdx.x
+    i = cuda.grid(1)
     v = 0
-    if tid < a.size:
-        v = a[tid]          # v's type where the branches meet is int64, int32 without the if
+    if i < a.size:
+        v = a[i]            # v's type where the branches meet is int64, int32 without the if
     sm[tid] = v
     cuda.syncthreads()
     out[tid] = sm[tid]
@@ -201,7 +202,7 @@ def with_else(a, out):
     sm[0] = 1
     cuda.syncthreads()
     i = cuda.grid(1)
-    if cuda.threadIdx.x < a.size:
+    if i < a.size:
         out[i] = sm[0]
     else:
         out[i] = 2
@@ -216,8 +217,27 @@ def divided_bound(a, out):
         out[cuda.threadIdx.x] = sm[0]
 
 
-@pytest.mark.parametrize("kernel", [subtracted, squared, bound_assigned, divided_bound],
-                         ids=["subtracted", "squared", "bound-assigned", "division"])
+@cuda.jit
+def split_in_cube(a, out):
+    # Hillis-Steele's step: ``tid >= off`` splits every cube; it is no edge of the data
+    sm = cuda.shared.array(32, np.int64)
+    tid = cuda.threadIdx.x
+    sm[tid] = a[tid]
+    cuda.syncthreads()
+    off = 1
+    while off < 32:
+        t = sm[tid - off] if tid >= off else 0
+        cuda.syncthreads()
+        sm[tid] += t
+        cuda.syncthreads()
+        off *= 2
+    out[tid] = sm[tid]
+
+
+@pytest.mark.parametrize("kernel", [subtracted, squared, bound_assigned, divided_bound,
+                                    split_in_cube],
+                         ids=["subtracted", "squared", "bound-assigned", "division",
+                              "split-in-cube"])
 def test_near_misses_print_todays_code(kernel, monkeypatch):
     """A guard outside the rules is left as it is: the module is exactly the one printed with
     the pass switched off."""
@@ -245,7 +265,7 @@ def test_guard_with_else(n):
     assert has_interior(with_else)
     out = np.zeros(64, np.int64)
     prog(with_else).serial(2, 1, 1, 32, 1, 1, np.zeros(n), out)
-    expect = np.where(np.arange(64) % 32 < n, 1, 2)
+    expect = np.where(np.arange(64) < n, 1, 2)
     np.testing.assert_array_equal(out, expect)
 
 
