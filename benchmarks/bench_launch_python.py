@@ -106,13 +106,15 @@ def cross_stream_chain(rounds: int = 3 * ROUNDS, n: int = 4000) -> tuple[float, 
         one_stream(2)
         two_streams(2)
     client.sync()
-    before = client.server.stats
+    before, events = client.server.stats, client.server.streams.events.created
     t_ = interleaved({"two": two_streams, "one": one_stream}, n, rounds)
-    client.sync()
     after = client.server.stats
-    # What is timed is the warm path: a launch that left it would be timed as the general path.
+    # What is timed is the warm path: a launch that left it would be timed as the general path;
+    # and each stream records its one reusable event again, creating none.
     assert after["launched"] - before["launched"] == after["warm"] - before["warm"], \
         "a launch of the chain took the general path"
+    assert client.server.streams.events.created == events, "the chain created events"
+    client.sync()
     return t_["two"], t_["one"]
 
 
