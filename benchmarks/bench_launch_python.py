@@ -15,8 +15,16 @@ the same process against a reference, the two taking turns round by round:
    ``CHAIN`` launches, per kernel (a held launch, plus the replay's share), vs an explicit
    capture of the same iteration replayed, per kernel. ``ours - reference`` is what a held
    launch costs.
+3. **cross-stream chain**: a chain of warm launches each reading the previous one's output,
+   alternating between two streams (``bench_cuda.py``'s section 2: each launch waits on the
+   other stream's event, ``cuEventRecord`` + ``cuStreamWaitEvent``) vs the same chain on one
+   stream, per launch. This case runs on a device of its own whose ``cuEventRecord`` and
+   ``cuStreamWaitEvent`` are stubbed too (the fake driver's take a lock and queue an op, which
+   a real driver's cost already stands for on a GPU). ``ours - reference`` is the Python a
+   cross-stream dependency adds (issue 18 goal 3 asks <= 2 us with the driver calls).
 
-Run: ``python benchmarks/bench_launch_python.py`` (numbers are per launch, fastest rounds).
+Run: ``python benchmarks/bench_launch_python.py`` (numbers are per launch, fastest rounds);
+``--only=warm,held,cross`` runs some of the cases.
 """
 
 from __future__ import annotations
@@ -62,11 +70,69 @@ def interleaved(cases: dict, n: int, rounds: int = ROUNDS) -> dict:
     return {name: min(s) for name, s in samples.items()}
 
 
+def cross_stream_chain(rounds: int = 3 * ROUNDS, n: int = 4000) -> tuple[float, float]:
+    """Case 3: seconds per launch of the chain alternating two streams and of the same chain
+    on one stream (fastest rounds, taking turns; shorter rounds than the other cases, and more:
+    the difference is a small part of each, so it needs rounds nobody else disturbed)."""
+    from _cuda_fake import OK, register_fake_cuda
+
+    from numba_cube.backends.cuda import launch_call
+
+    api = register_fake_cuda("fakecuda_bench_cross", devices=1)
+
+    def stub(*args):
+        return (OK,)
+    # Before the client exists: the executor binds cuEventRecord/cuStreamWaitEvent when it is
+    # made, a pair of streams its waiter when first needed, an entry its launch when armed.
+    api.cuLaunchKernel = api.cuEventRecord = api.cuStreamWaitEvent = stub
+    client = cube.client("fakecuda_bench_cross:0")
+    n = 1024
+    a, b = client.create(np.ones(n, np.float32)), client.create(np.ones(n, np.float32))
+    zero = client.create(np.zeros(n, np.float32))
+    first = client.set_stream(cube.StreamId.new()).launch
+    second = client.set_stream(cube.StreamId.new()).launch
+
+    def one_stream(reps):
+        for _ in range(reps // 2):
+            first(k4, 1, 32, a, zero, b, n)     # b <- a
+            first(k4, 1, 32, b, zero, a, n)     # a <- b: depends on the previous launch
+
+    def two_streams(reps):
+        for _ in range(reps // 2):
+            first(k4, 1, 32, a, zero, b, n)
+            second(k4, 1, 32, b, zero, a, n)    # waits on the first stream's event, and back
+
+    for _ in range(launch_call.COMPILE_AFTER + 3):  # past the warm-up of every compiled call
+        one_stream(2)
+        two_streams(2)
+    client.sync()
+    before, events = client.server.stats, client.server.streams.events.created
+    t_ = interleaved({"two": two_streams, "one": one_stream}, n, rounds)
+    after = client.server.stats
+    # What is timed is the warm path: a launch that left it would be timed as the general path;
+    # and each stream records its one reusable event again, creating none.
+    assert after["launched"] - before["launched"] == after["warm"] - before["warm"], \
+        "a launch of the chain took the general path"
+    assert client.server.streams.events.created == events, "the chain created events"
+    client.sync()
+    return t_["two"], t_["one"]
+
+
 def main() -> None:
     from _cuda_fake import OK, register_fake_cuda
 
     from numba_cube.backends.cuda import launch_call
 
+    only = next((a.split("=", 1)[1].split(",") for a in sys.argv if a.startswith("--only=")),
+                ["warm", "held", "cross"])
+    if "cross" in only:
+        cross, same = cross_stream_chain()
+        t = Table("dependent launches alternating two streams on a stubbed driver (per launch)")
+        t.row("chain alternating 2 streams vs 1 stream", cross, same, "one stream")
+        print(f"  a cross-stream dependency adds {(cross - same) * 1e9:.0f} ns per launch "
+              f"(one stream {same * 1e9:.0f} ns, two {cross * 1e9:.0f} ns)")
+    if not {"warm", "held"} & set(only):
+        return
     api = register_fake_cuda("fakecuda_bench", devices=1)
 
     def stub(*args):
