@@ -32,7 +32,9 @@ printed once more without the tests that fact makes useless. Other variants of t
 - a region whose grid-stride loop runs row by row across the units is printed by
   ``stride_interchange``;
 - a region in a round of a demanded-lane loop runs only the lanes still demanded in its copy
-  that allocates nothing (``warps_demand``).
+  that allocates nothing (``warps_demand``);
+- a region that only evaluates a mask that is a bound on ``threadIdx.x`` fills it with two
+  slices in a 1-D cube, and loops as above in others (``spans``' closed form).
 """
 
 from __future__ import annotations
@@ -75,6 +77,12 @@ class RegionPrinter:
             return
         lanes = self.k.demand.region_lanes(w, region)
         skip = [f"__exited[{slot}]"] if self.k.has_exit else []
+        if region.index in self.k.closed:
+            # a monotone mask's evaluation: two slices in a 1-D cube (``spans``)
+            spans.emit_closed_fill(w, *self.k.closed[region.index], self.k.total)
+            with w.indent("else:"):
+                self._allocating_loops(w, region, code, skip, uses_flag, lanes=lanes)
+            return
         if region.ctx is None:
             code, tx_range = self._guard_range(region, code)
             if tx_range is None and self._reads_padded_shuffle(region):
@@ -126,7 +134,8 @@ class RegionPrinter:
         block itself (``MaskedIf``, ``MaskedWhile``)."""
         group = "__nt" if self._knows_density((mask, sel)) else None
         if mask in self.k.monotone:
-            return spans.emit_bounds(w, mask, sel, self.k.monotone[mask], self.k.total)
+            closed = any(c[0] == mask for c in self.k.closed.values())
+            return spans.emit_bounds(w, mask, sel, self.k.monotone[mask], self.k.total, closed)
         return warps_emit.emit_bounds(w, mask, sel, self.k.total, group)
 
     def emit_remat(self, w: Writer, live_in: set[str], mentioned: set[str]) -> None:

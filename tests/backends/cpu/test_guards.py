@@ -5,7 +5,10 @@ kept), and kernels whose regions are narrowed run through ``build_program``'s se
 variants against NumPy: the shared-memory tree of a block reduction (``if tid < s``), a
 Hillis-Steele scan (``if tid >= off``), a 2-D cube whose guard bounds only ``x``, float bounds,
 and regions that must not be narrowed (a guard on ``threadIdx.y``, a region that stores a value
-every unit keeps).
+every unit keeps). Lane guards (``cuda.laneid == c``, residues of threadIdx.x) and equalities
+(``tid == 0``) narrow the loop too: in 1-D, 2-D and 3-D cubes (where the lane is the linear id's),
+behind lower bounds, and under a run-time mask, whose test stays; a lane guard with an ``else``
+or storing a kept value is printed in full.
 """
 
 import ast
