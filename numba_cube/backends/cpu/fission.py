@@ -119,6 +119,9 @@ class CubeKernel:
                          spans.monotone_masks(self.plan, self.remat, self.uniform, purity))
         if self.monotone:
             self.imports.append(spans.IMPORT)
+        #: regions that only evaluate a monotone mask, filled in closed form in 1-D cubes
+        self.closed = spans.closed_fills(regions, self.monotone, self.remat,
+                                         set(self.uniform) | set(lowered.params), purity)
         if self.spanned or self.monotone:
             self.imports.append(warps_emit.SPAN_IMPORT)
         # a unit's index in per-unit arrays: its id in the cube, or in the grid (grid mode)

@@ -24,14 +24,17 @@ others. Where the block's bounds also say that its selected slots fill the span
 (``warps_emit.dense_flag``) or that every warp is whole under it (``whole_flag``), the loop is
 printed once more without the tests that fact makes useless. Other variants of the loops:
 
-- a region that is one ``if`` bounding ``threadIdx.x`` loops over the units it admits
-  (``guards``);
+- a region that is one ``if`` bounding ``threadIdx.x``, equating it to a geometry value or
+  fixing the lane (``cuda.laneid == c``) loops over the units it admits (``guards``); under a
+  mask, over those within the mask's span, still testing the mask where the copy did;
 - a region that reads a padded shuffle loops over the cube's full warps, then its partial last
   warp (``warps_emit``'s padded read);
 - a region whose grid-stride loop runs row by row across the units is printed by
   ``stride_interchange``;
 - a region in a round of a demanded-lane loop runs only the lanes still demanded in its copy
-  that allocates nothing (``warps_demand``).
+  that allocates nothing (``warps_demand``);
+- a region that only evaluates a mask that is a bound on ``threadIdx.x`` fills it with two
+  slices in a 1-D cube, and loops as above in others (``spans``' closed form).
 """
 
 from __future__ import annotations
@@ -75,6 +78,12 @@ class RegionPrinter:
             return
         lanes = self.k.demand.region_lanes(w, region)
         skip = [f"__exited[{slot}]"] if self.k.has_exit else []
+        if region.index in self.k.closed:
+            # a monotone mask's evaluation: two slices in a 1-D cube (``spans``)
+            spans.emit_closed_fill(w, *self.k.closed[region.index], self.k.total)
+            with w.indent("else:"):
+                self._allocating_loops(w, region, code, skip, uses_flag, lanes=lanes)
+            return
         if region.ctx is None:
             code, tx_range = self._guard_range(region, code)
             if tx_range is None and self._reads_padded_shuffle(region):
@@ -98,8 +107,12 @@ class RegionPrinter:
             return
         mask, sel = region.ctx
         skip_unselected = skip + [f"{mask}[{slot}] != {sel}"]
+        # the guard narrows the mask's span; the copies below keep the mask's test where they
+        # had it (a unit in the span may still be unselected)
+        code, tx_range = self._guard_range(region, code)
         if not self._knows_density(region.ctx):
-            self._allocating_loops(w, region, code, skip_unselected, uses_flag, lanes=lanes)
+            self._allocating_loops(w, region, code, skip_unselected, uses_flag, tx_range,
+                                   lanes=lanes)
             return
         # A mask whose selected slots fill their span (``dense_flag``, decided once per block)
         # needs no per-unit test. The loop is printed with and without it rather than leaving
@@ -111,14 +124,17 @@ class RegionPrinter:
                 # in its warp is selected too, so the read skips loading the partner's mask
                 # (measured: a sixth of the warp block-sum benchmark)
                 with w.indent(f"if {warps_emit.whole_flag(mask, sel)}:"):
-                    self._allocating_loops(w, region, code, skip, uses_flag, whole=True,
-                                           lanes=lanes)
+                    self._allocating_loops(w, region, code, skip, uses_flag, tx_range,
+                                           whole=True, lanes=lanes)
                 with w.indent("else:"):
-                    self._allocating_loops(w, region, code, skip, uses_flag, lanes=lanes)
+                    self._allocating_loops(w, region, code, skip, uses_flag, tx_range,
+                                           lanes=lanes)
             else:
-                self._allocating_loops(w, region, code, skip, uses_flag, lanes=lanes)
+                self._allocating_loops(w, region, code, skip, uses_flag, tx_range,
+                                       lanes=lanes)
         with w.indent("else:"):
-            self._allocating_loops(w, region, code, skip_unselected, uses_flag, lanes=lanes)
+            self._allocating_loops(w, region, code, skip_unselected, uses_flag, tx_range,
+                                   lanes=lanes)
 
     def emit_bounds(self, w: Writer, mask: str, sel: int) -> str:
         """Print the span of the masked block ``mask == sel`` (and its flags,
@@ -126,7 +142,8 @@ class RegionPrinter:
         block itself (``MaskedIf``, ``MaskedWhile``)."""
         group = "__nt" if self._knows_density((mask, sel)) else None
         if mask in self.k.monotone:
-            return spans.emit_bounds(w, mask, sel, self.k.monotone[mask], self.k.total)
+            closed = any(c[0] == mask for c in self.k.closed.values())
+            return spans.emit_bounds(w, mask, sel, self.k.monotone[mask], self.k.total, closed)
         return warps_emit.emit_bounds(w, mask, sel, self.k.total, group)
 
     def emit_remat(self, w: Writer, live_in: set[str], mentioned: set[str]) -> None:
@@ -161,9 +178,10 @@ class RegionPrinter:
                    if name in region.live_in and name in mentioned_names(region.code))
 
     def _guard_range(self, region: Region, code):
-        """``(code, tx_range)``: a region that is one ``if`` bounding ``threadIdx.x`` loops over
-        the units it admits (``guards.py``), when skipping the others changes nothing: it
-        stores no per-unit value and reads no shuffle result, and no unit exits."""
+        """``(code, tx_range)``: a region that is one ``if`` bounding ``threadIdx.x`` (or fixing
+        its lane, ``guards.py``) loops over the units it admits, when skipping the others
+        changes nothing: it stores no per-unit value and reads no shuffle result, and no unit
+        exits. A region under a mask keeps the mask's span and test as well (the caller)."""
         if self.k.grid or self.k.has_exit or self.k.stores[region.index] \
                 or region.live_in & set(self.k.shuffles):
             return code, None
@@ -173,8 +191,7 @@ class RegionPrinter:
         guarded = guards.hoisted_guard(code, self.k.remat, names, self.k.purity)
         if guarded is None:
             return code, None
-        body, lo, hi = guarded
-        return body, (lo, hi)
+        return guarded.body, (guarded.lo, guarded.hi, guarded.stride)
 
     def _interior(self, region: Region, code):
         """``interior.split`` of an unmasked region in cube mode where no unit exits."""

@@ -9,6 +9,10 @@ A region's body is written first; its text then decides the loops' shape:
   ``if tid < 32:`` of the warp block-sum benchmark, and the scan steps of a shared-memory
   compaction).
 
+A region narrowed by its guard (``guards.py``) always runs in the nested loops, its ``__tx`` loop
+over the admitted range (stepping by ``m`` for a residue ``L % m == c``, from a start computed per
+row when ``L`` is the linear id).
+
 Under a run-time mask the loops cover only the mask's span ``[lo, hi)`` of slots; in grid mode
 (``fission.py``'s docstring) the loops sit inside a loop over every cube of the grid, which first
 selects that cube's shared arrays, and the per-unit arrays are indexed by the grid-wide slot.
@@ -19,7 +23,7 @@ from __future__ import annotations
 import re
 from contextlib import ExitStack, contextmanager
 
-from numba_cube.backends.cpu.hidden import SLOT
+from numba_cube.backends.cpu.hidden import LINEAR_TID, SLOT
 from numba_cube.backends.cpu.unitcode import Writer
 
 #: the unit's coordinates in the cube, which only the three nested loops define
@@ -33,12 +37,13 @@ def needs_coordinates(body: str) -> bool:
 
 @contextmanager
 def unit_loops(w: Writer, body: str, *, grid: bool, span: tuple[str, str] | None,
-               shared: list[str], slot: bool, tx_range: tuple[list, list] | None = None,
+               shared: list[str], slot: bool, tx_range: tuple | None = None,
                lanes: tuple[str, str] | None = None, whole_warps: bool = False):
     """Open the loops for ``body`` (its text); ``span``: the names of the mask's slot bounds,
     or None; ``shared``: the shared arrays the body names (grid mode selects the cube's);
     ``slot``: the body uses ``__slot`` (always defined in grid mode); ``tx_range``: lower and
-    upper bounds of ``threadIdx.x`` (``guards.py``: the units a hoisted guard admits);
+    upper bounds of ``threadIdx.x`` and a ``guards.Stride`` or None (``guards.py``: the units a
+    hoisted guard admits; under a mask, intersected with ``span``);
     ``lanes``: names of the bounds ``[lo, hi)`` of the lanes to run in each warp
     (``warps_demand``), honoured by the one loop over slots only: every other shape runs all
     lanes, which is always correct (the other lanes' values are dead); ``whole_warps``: the
@@ -73,10 +78,26 @@ def unit_loops(w: Writer, body: str, *, grid: bool, span: tuple[str, str] | None
             stack.enter_context(w.indent("for __ty in range(__bdy):"))
             w.line("__tbase = (__tz * __bdy + __ty) * __bdx")
             if tx_range is not None:
-                lows, highs = tx_range
+                lows, highs, stride = tx_range
+                if span is not None:            # a masked region: within the mask's span too
+                    lows = [f"{span[0]} - __tbase", *lows]
+                    highs = [f"{span[1]} - __tbase", *highs]
                 lo = f"max(0, {', '.join(lows)})" if lows else "0"
                 hi = f"min(__bdx, {', '.join(highs)})" if highs else "__bdx"
-                stack.enter_context(w.indent(f"for __tx in range({lo}, {hi}):"))
+                if stride is None:
+                    stack.enter_context(w.indent(f"for __tx in range({lo}, {hi}):"))
+                else:
+                    # the first __tx >= lo whose base (``__tbase + __tx`` for the linear id)
+                    # has the residue, then every step-th
+                    offset = " - __tbase" if stride.base == LINEAR_TID else ""
+                    if lo == "0":
+                        start = (f"({stride.residue}{offset}) % {stride.step}" if offset
+                                 else f"{stride.residue}")
+                    else:
+                        w.line(f"__txlo = {lo}")
+                        start = f"__txlo + ({stride.residue}{offset} - __txlo) % {stride.step}"
+                    stack.enter_context(w.indent(f"for __tx in range({start}, {hi}, "
+                                                 f"{stride.step}):"))
             elif span is not None:
                 lo, hi = span
                 stack.enter_context(w.indent(f"for __tx in range(max(0, {lo} - __tbase), "

@@ -6,7 +6,11 @@ run through ``build_program``'s serial and parallel variants against NumPy: pref
 suffixes, the ``else`` part, bounds that are floats, NaN, past the cube or not a warp boundary,
 a cube whose last warp is partial, ``if i < n`` in the grid's last cube, and a 2-D cube (where
 threadIdx.x is not the slot, so the general pass runs). Where the fast span says a full mask
-does not cover whole warps, the intrinsic still fails with ``DivergenceError``.
+does not cover whole warps, the intrinsic still fails with ``DivergenceError``. Where the
+region before the block only evaluates the mask (after a barrier), it is filled in closed form
+from the clamped bound in 1-D cubes: those kernels run against NumPy too (prefix and suffix,
+bounds of every kind, a partial warp, a 2-D cube, a mask refilled in a loop), and a region that
+does other work keeps the per-unit evaluation.
 """
 
 import ast
@@ -220,3 +224,117 @@ def test_two_dimensional_cube_takes_the_general_pass(variant, bound):
     out = np.zeros_like(x)
     run(pair_sums_below, variant, 2, (16, 4), x, bound, out)
     np.testing.assert_array_equal(out, pair_reference(x, 2, 16, 4, lambda t: t < bound))
+
+
+# ---- closed form ----------------------------------------------------------------------------
+
+@cuda.jit
+def pairs_after_barrier(x, bound, out):
+    """The masked ``if`` right after a barrier: its region only evaluates the mask."""
+    tid = cuda.threadIdx.x
+    lin = cuda.threadIdx.y * cuda.blockDim.x + tid
+    i = cuda.blockIdx.x * cuda.blockDim.x * cuda.blockDim.y + lin
+    v = x[i]
+    cuda.syncthreads()
+    if tid < bound:
+        v += cuda.shfl_xor_sync(cuda.activemask(), v, 1)
+        out[i] = v
+    else:
+        out[i] = -v
+
+
+@cuda.jit
+def suffix_after_barrier(x, bound, out):
+    tid = cuda.threadIdx.x
+    i = cuda.grid(1)
+    v = x[i]
+    cuda.syncthreads()
+    if bound <= tid:
+        v += cuda.shfl_xor_sync(cuda.activemask(), v, 1)
+        out[i] = v
+    else:
+        out[i] = -v
+
+
+@cuda.jit
+def growing_prefix(x, out):
+    """The mask is refilled in every round of a cube-level loop, with a bound of the round."""
+    tid = cuda.threadIdx.x
+    i = cuda.grid(1)
+    v = x[i]
+    for k in range(4):
+        cuda.syncthreads()
+        if tid < 12 * k:
+            v += cuda.shfl_xor_sync(cuda.activemask(), v, 1)
+    out[i] = v
+
+
+def _source(kernel):
+    return build_program(kernel.py_func).source
+
+
+def active_pair_reference(x, cubes, bdx, bdy, selected):
+    """``pair_reference`` where a selected unit whose partner is not selected (outside the
+    active mask) gets its own value from the shuffle, as CUDA's ``shfl_xor_sync`` does."""
+    nt = bdx * bdy
+    out = np.empty_like(x)
+    for b in range(cubes):
+        for lin in range(nt):
+            i, p = b * nt + lin, lin ^ 1
+            src = b * nt + p if p < nt and selected(p % bdx) and p // bdx == lin // bdx else i
+            out[i] = x[i] + x[src] if selected(lin % bdx) else -x[i]
+    return out
+
+
+def test_a_region_that_only_evaluates_the_mask_fills_it_in_closed_form():
+    """After a barrier the mask of ``tid < bound`` is two slices from its clamped bound in a
+    1-D cube, whose edge the span takes instead of a search; a region that also does other
+    work (``pair_sums_below``) keeps the per-unit evaluation and the search."""
+    src = _source(pairs_after_barrier)
+    assert "__m1c = min(max(__bound_lt(bound), 0), __nt)" in src
+    assert "__m1[:__m1c] = 1" in src and "__m1[__m1c:__nt] = 2" in src
+    assert "__m1e1 = __m1c" in src and "__m1e2 = __m1c" in src
+    assert "__mask_edge(" not in src
+    assert "__m1[:__m1c] = 2" in _source(suffix_after_barrier)
+    other = _source(pair_sums_below)
+    assert "__m1c" not in other and "__mask_edge(__m1, __nt, True)" in other
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("bound", [0, 8, 32, 40, 64, 100, 7.5, -3, float("nan"), True])
+@pytest.mark.parametrize("block", [64, 40, (16, 4)])
+def test_closed_form_prefix_matches_numpy(variant, bound, block):
+    """The closed-form mask gives NumPy's numbers in both parts of the ``if``, for bounds
+    inside and past the cube, floats, NaN and a bool, in a cube with a partial last warp, and
+    in a 2-D cube (where the loop still evaluates the mask per unit)."""
+    bdx, bdy = block if isinstance(block, tuple) else (block, 1)
+    x = np.arange(1.0, 3 * bdx * bdy + 1)
+    out = np.zeros_like(x)
+    run(pairs_after_barrier, variant, 3, block, x, bound, out)
+    np.testing.assert_array_equal(out, active_pair_reference(x, 3, bdx, bdy,
+                                                             lambda t: t < bound))
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("bound", [0, 6, 32, 48, 64, 70, -1.5])
+def test_closed_form_suffix_matches_numpy(variant, bound):
+    """``if bound <= tid:`` after a barrier: the suffix's slices."""
+    x = np.arange(1.0, 2 * 64 + 1)
+    out = np.zeros_like(x)
+    run(suffix_after_barrier, variant, 2, 64, x, bound, out)
+    np.testing.assert_array_equal(out, active_pair_reference(x, 2, 64, 1,
+                                                             lambda t: t >= bound))
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_closed_form_mask_refilled_in_a_loop(variant):
+    """Each round of the loop fills the mask from its own bound (0, 12, 24, 36 units)."""
+    x = np.random.default_rng(5).standard_normal(2 * 48)
+    out = np.zeros_like(x)
+    run(growing_prefix, variant, 2, 48, x, out)
+    v = x.reshape(2, 48).copy()
+    for k in range(4):
+        e = 12 * k
+        v[:, :e] = v[:, :e] + v[:, np.arange(e) ^ 1]
+    np.testing.assert_array_equal(out, v.ravel())
+    assert "__m1c = min(max(__bound_lt(12 * k), 0), __nt)" in _source(growing_prefix)
