@@ -108,7 +108,7 @@ class GuardHoist:
         if negate:
             op = _NEGATE[op]
         left, right = self._expand(term.left), self._expand(term.comparators[0])
-        la, ra = _affine(left, self.inner), _affine(right, self.inner)
+        la, ra = affine_in(left, self.inner), affine_in(right, self.inner)
         if la is None or ra is None:
             return False
         (kl, rl), (kr, rr) = la, ra
@@ -161,7 +161,7 @@ def _src(e):
     return ast.unparse(e) if e is not None else "0"
 
 
-def _affine(e, inner: str):
+def affine_in(e, inner: str):
     """``(k, r)`` with ``e == k * inner + r`` (``r`` None for 0), or None if not affine in the
     inner loop's variable."""
     if isinstance(e, ast.Name) and e.id == inner:
@@ -169,9 +169,9 @@ def _affine(e, inner: str):
     if not any(isinstance(n, ast.Name) and n.id == inner for n in ast.walk(e)):
         return 0, e
     if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == NONNEG:
-        return _affine(e.args[0], inner)
+        return affine_in(e.args[0], inner)
     if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Add, ast.Sub)):
-        a, b = _affine(e.left, inner), _affine(e.right, inner)
+        a, b = affine_in(e.left, inner), affine_in(e.right, inner)
         if a is None or b is None:
             return None
         sign = 1 if isinstance(e.op, ast.Add) else -1

@@ -45,7 +45,7 @@ import copy
 from typing import NamedTuple
 
 from numba_cube.backends.cpu.analysis import Purity
-from numba_cube.backends.cpu.flatten import GuardHoist, _affine
+from numba_cube.backends.cpu.flatten import GuardHoist, affine_in
 from numba_cube.backends.cpu.hidden import BLOCK_DIMS, BLOCK_IDS, GRID_DIMS, LINEAR_TID, NONNEG
 
 #: int64 names a bound may read in the ``__tx`` loop's range (defined before it)
@@ -125,7 +125,7 @@ class _UnitGuard(GuardHoist):
     def _equality(self, left: ast.expr, right: ast.expr) -> bool:
         # the linear id is ``__tbase + __tx`` in the nested loops (``unitloops``)
         left, right = _linear(left), _linear(right)
-        la, ra = _affine(left, self.inner), _affine(right, self.inner)
+        la, ra = affine_in(left, self.inner), affine_in(right, self.inner)
         if la is None or ra is None:
             return False
         (kl, rl), (kr, rr) = la, ra
