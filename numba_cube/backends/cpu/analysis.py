@@ -32,7 +32,7 @@ from collections import Counter
 
 import numpy as np
 
-from numba_cube.backends.cpu.hidden import HIDDEN_IDS, NONNEG, contains_barrier
+from numba_cube.backends.cpu.hidden import DOUBLING_END, HIDDEN_IDS, NONNEG, contains_barrier
 from numba_cube.backends.cpu.warps import is_operand
 
 #: builtins without side effects that uniform/rematerialised expressions may call
@@ -98,7 +98,7 @@ class Purity:
 
     def _pure_callee(self, func: ast.expr) -> bool:
         if isinstance(func, ast.Name):
-            if func.id == NONNEG or (func.id in PURE_BUILTINS and func.id not in self.local_names):
+            if func.id in (NONNEG, DOUBLING_END) or (func.id in PURE_BUILTINS and func.id not in self.local_names):
                 return True
             obj = self.module_objects.get(func.id)
             return obj is not None and _pure_object(obj)

@@ -41,7 +41,7 @@ from pathlib import Path
 import numba
 import numpy as np
 
-from numba_cube.backends.cpu import bounds, privatize
+from numba_cube.backends.cpu import bounds, privatize, scan_idiom
 from numba_cube.backends.cpu import resolve as rs
 from numba_cube.backends.cpu.analysis import Purity, remat_definitions
 from numba_cube.backends.cpu.fission import CubeKernel
@@ -71,7 +71,7 @@ SUPPORT_DIGEST = hashlib.sha256(b"".join(
     (_HERE / f).read_bytes() for f in ("atomics.py", "support.py", "bitops.py",
                                        "warps_runtime.py", "half.py", "fp16.py",
                                        "fp16_functions.py", "mathcalls.py", "vectors.py",
-                                       "private_atomics.py"))
+                                       "private_atomics.py", "scans_runtime.py"))
 ).hexdigest()[:16]
 
 
@@ -270,6 +270,9 @@ class Unit:
         grid = contains_grid_sync(kernel.body)
         seed = (set(GRID_UNIFORM_IDS) if grid else set(UNIFORM_IDS)) | set(kernel.params) \
             | counters
+        if not grid:            # a grid sync keeps every cube's state: no cube-level shortcut
+            kernel.body = scan_idiom.rewrite(kernel.body, kernel.params, kernel.shared, purity,
+                                             self.env)
         plan = build_cube_plan(self.kernel_fn, kernel.body, seed, purity, grid)
         invariant = set(HIDDEN_IDS) | set(kernel.params)
         remat = remat_definitions(kernel.body, invariant, purity)

@@ -40,6 +40,8 @@ GRID_SYNC = "__gridsync__"
 SLOT = "__slot"
 LOCAL_MARKER = "__local__"
 NONNEG = "__nn"
+#: ``scans_runtime.doubling_end`` in generated code (``scan_idiom.py``): pure, like ``NONNEG``
+DOUBLING_END = "__doubling_end"
 
 #: prefix of the cube-level counters behind syncthreads_count/and/or (always uniform)
 ACC_PREFIX = "__sacc"

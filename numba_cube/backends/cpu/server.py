@@ -149,10 +149,9 @@ class CpuBackend(HostBackend):
 
     def __init__(self):
         self._programs: dict = {}
+        self._first_block: dict = {}      # (kernel id, flags) -> the block shape specialized for
         # Read once: cache_extras runs on every launch.
         self.serial_units = config.get_int("NUMBA_CUBE_SERIAL_UNITS", 32768, 0)
-
-
 
     def arg_type(self, value):
         if isinstance(value, np.ndarray):
@@ -162,14 +161,23 @@ class CpuBackend(HostBackend):
         return numba.typeof(value)
 
     def cache_extras(self, count, dim) -> tuple:
+        # The block shape: a kernel's first shape gets a module of its own (_program); a flat
+        # kernel's entries for two shapes share one compiled function.
+        block = dim.as_tuple()
         if count.is_dynamic:
-            return ("parallel",)
+            return ("parallel", block)
         units = count.num_elems * dim.num_elems
         serial = count.num_elems == 1 or units < self.serial_units
-        return ("serial" if serial else "parallel",)
+        return ("serial" if serial else "parallel", block)
 
-    def _program(self, kernel, flags: tuple):
-        key = (kernel.id, flags)
+    def _program(self, kernel, flags: tuple, block: tuple):
+        """The program for launches of ``kernel`` with ``block``: the first block shape a
+        (kernel, flags) is compiled for gets a module of its own (``blockshape.py``), every
+        later shape the one general module. A kernel launched with one shape, as most are,
+        runs fully specialized; one launched with many (an autotune table, a sweep) costs two
+        Numba compiles per signature, never one per shape."""
+        first = self._first_block.setdefault((kernel.id, flags), block)
+        key = (kernel.id, flags, block if block == first else None)
         prog = self._programs.get(key)
         if prog is None:
             from .translate import build_program
@@ -178,7 +186,7 @@ class CpuBackend(HostBackend):
             prog = self._programs[key] = build_program(kernel.py_func, boundscheck=boundscheck,
                                                        fastmath=fastmath, error_model=error_model,
                                                        kernel_id=kernel.id if kernel.id_is_stable
-                                                       else None)
+                                                       else None, block=key[2])
         return prog
 
     def compile(self, kernel, arg_types, extras, options):
@@ -193,7 +201,7 @@ class CpuBackend(HostBackend):
                 "CPU backend; to step through a kernel as Python, run it on numba-cuda's "
                 "simulator (NUMBA_ENABLE_CUDASIM=1 and a CUDA client)",
                 construct="NUMBA_DISABLE_JIT=1")
-        prog = self._program(kernel, cpu_flags(kernel, options))
+        prog = self._program(kernel, cpu_flags(kernel, options), extras[1])
         dispatcher = prog.serial if extras[0] == "serial" else prog.parallel
         # A kernel with dynamic shared memory takes its size after the geometry (dynshared.py)
         sig = (types.int64,) * (7 if prog.dynamic_shared else 6) + tuple(arg_types)

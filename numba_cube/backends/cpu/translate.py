@@ -174,7 +174,8 @@ def translate_source(py_func, boundscheck: bool = False, fastmath: bool | tuple 
 
 
 def build_program(py_func, boundscheck: bool = False, fastmath: bool | tuple = False,
-                  error_model: str = "numpy", kernel_id: str | None = None) -> CpuProgram:
+                  error_model: str = "numpy", kernel_id: str | None = None,
+                  block: tuple[int, int, int] | None = None) -> CpuProgram:
     """Translate ``py_func`` (a function in numba.cuda's dialect), cache and import the result.
 
     ``fastmath`` is ``njit``'s (True, or a tuple of LLVM flag names), given to every generated
@@ -183,6 +184,9 @@ def build_program(py_func, boundscheck: bool = False, fastmath: bool | tuple = F
     ``kernel_id`` (``Kernel.id``, where it is the same in every process: ``id_is_stable``) lets
     a translation kept on disk by an earlier process be used instead of translating again
     (``cachekey`` lists what else its key covers); without it the kernel is always translated.
+    ``block``: the block shape every launch of the program will have. A cube kernel's module is
+    then specialized for it (``blockshape.py``: its dispatchers raise ``ValueError`` when called
+    with another shape); a flat kernel's is the same module either way.
     Raises ``CompileError`` for kernels the translator refuses. Nothing is compiled by Numba yet:
     that happens on the first call or ``.compile(signature)`` of either dispatcher.
     """
@@ -198,13 +202,18 @@ def build_program(py_func, boundscheck: bool = False, fastmath: bool | tuple = F
         if key is not None:
             codecache.store_translation(key, asdict(translation))
     name = translation.kernel_name
+    source = translation.source
+    if block is not None and translation.shape == "cube":
+        from numba_cube.backends.cpu.blockshape import for_block
+
+        source = for_block(source, name, block)
     try:
-        module = codecache.load_module(name, translation.source)
+        module = codecache.load_module(name, source)
     except SyntaxError as exc:                      # pragma: no cover - translator bug
         raise CompileError(f"internal error: generated code for {name!r} does not parse: {exc}",
                            construct="generated code") from exc
     return CpuProgram(
-        source=translation.source,
+        source=source,
         parallel=getattr(module, f"{name}__par"),
         serial=getattr(module, f"{name}__ser"),
         kernel_name=name,
