@@ -231,8 +231,27 @@ def _variant(old, new, how):
     return src
 
 
-def test_base_of_the_near_misses_is_rewritten(tmp_path):
-    assert "__windowed_scan(" in translate_source(_kernel(BASE, tmp_path).py_func)
+REWRITTEN = {
+    "as written": ("", "", None),
+    "under a uniform if": ("    off = 1\n    while", "    if bound > 0:\n      off = 1\n      while",
+                           "indent"),
+    "threadIdx.x itself": ("t = sm[tid - off] if tid >= off else 0\n        cuda.syncthreads()\n"
+                           "        sm[tid] += t",
+                           "t = sm[cuda.threadIdx.x - off] if cuda.threadIdx.x >= off else 0\n"
+                           "        cuda.syncthreads()\n        sm[cuda.threadIdx.x] += t", None),
+}
+
+
+@pytest.mark.parametrize("name", list(REWRITTEN))
+def test_variants_of_the_base_are_rewritten(name, tmp_path, rng):
+    """The base of the near misses, under a uniform ``if`` and indexing with
+    ``cuda.threadIdx.x`` itself, is rewritten and gives the rounds' numbers."""
+    kernel = _kernel(_variant(*REWRITTEN[name]), tmp_path)
+    assert "__windowed_scan(" in translate_source(kernel.py_func)
+    x = values(rng, np.int64, 2 * SM)
+    out = np.zeros_like(x)
+    build_program(kernel.py_func).serial(2, 1, 1, SM, 1, 1, x, out, 100)
+    np.testing.assert_array_equal(out.reshape(2, SM), rounds(x.reshape(2, SM), 100)[0])
 
 
 @pytest.mark.parametrize("name", list(NEAR_MISSES))
