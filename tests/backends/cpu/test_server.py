@@ -111,8 +111,9 @@ def test_fastmath_of_a_wrapped_dispatcher_reaches_numba(tmp_path, monkeypatch):
     monkeypatch.setenv("NUMBA_CUBE_CACHE_DIR", str(tmp_path))
     backend = CpuBackend()
     sig = (types.float64, F64, F64, F64)
-    fast = backend.compile(cube.kernel(cuda.jit(fastmath=True)(_axpy_fm)), sig, ("serial",), {})
-    plain = backend.compile(cube.kernel(_axpy_fm), sig, ("serial",), {})
+    extras = ("serial", (256, 1, 1))
+    fast = backend.compile(cube.kernel(cuda.jit(fastmath=True)(_axpy_fm)), sig, extras, {})
+    plain = backend.compile(cube.kernel(_axpy_fm), sig, extras, {})
     for run, fastmath in ((fast, True), (plain, False)):
         assert run.program.serial.targetoptions.get("fastmath", False) is fastmath
     ir = {name: run.program.serial.inspect_llvm(run.program.serial.signatures[0])
