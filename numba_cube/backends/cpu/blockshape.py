@@ -6,7 +6,9 @@ grid), so that one compile serves every launch. For a kernel with barriers or wa
 and lane test then depends on values LLVM cannot see, so it keeps the general loop, the tail
 loop for a partial warp and the per-lane tests that a known shape folds away. Measured on the
 warp-shuffle reduction of ``benchmarks/bench_kernels.py`` (2^24 float64, serial body, min of
-11): 42-55 ms with the shape at run time, 14-21 ms with it known.
+11): 42-55 ms with the shape at run time, 14-21 ms with it known; in the benchmark, which
+prints the ratio against a hand-written ``prange`` reduction in the same process, 2.73-3.19x
+before and 1.59-1.65x after.
 
 ``for_block(source, block)`` makes the module for one shape from the translator's text, by
 text, so a cached translation serves every shape without translating again:
