@@ -8,15 +8,16 @@ Sections (each prints its table; a section that fails prints why and the others 
    pre-packed parameter block (numba_cube's floor). Plus where numba_cube's time goes: the same
    launch on the general path (the warm path of ``backends/cuda/fast_path.py`` off), the general
    server operation alone, the driver calls. Goal: <= 8 us per launch with inferred dependencies.
-1b. **Launch floor** (``launch_floor``): the warm launch's driver call five ways in one process:
+1b. **Launch floor** (``launch_floor``): the warm launch's driver call six ways in one process:
    cuda-python's ``cuLaunchKernel``, libcuda's symbol through ctypes with argtypes and with
-   pre-built ctypes arguments, the Numba-compiled trampoline of ``backends/cuda/launch_call.py``,
-   and the whole warm launch with its driver call through the trampoline vs through cuda-python;
-   and a cross-stream wait (``cuEventRecord`` + ``cuStreamWaitEvent``) through cuda-python vs
-   the one compiled call of ``Driver.stream_waiter``.
+   pre-built ctypes arguments, the Numba-compiled trampoline of ``backends/cuda/launch_call.py``
+   and its thunk (``thunks.py``); the whole warm launch with its driver call through the thunk vs
+   through the trampoline vs through cuda-python; and a cross-stream wait (``cuEventRecord`` +
+   ``cuStreamWaitEvent``) through cuda-python vs the one compiled call of ``Driver.stream_waiter``.
 2. **Dependent launches across two streams**: a chain of launches, each reading the previous
    one's output, on one stream vs alternating between two (each launch then waits on the other
-   stream's event): the added host cost per dependent launch.
+   stream's event), the two taking turns round by round: the added host cost per dependent
+   launch.
 3. **Dynamic counts**: read-back vs device-count wrapper, host time per launch, on an idle stream
    and behind ~50 us of queued work (where the read-back blocks the host).
 4. **Graphs**: replay of a 100-launch capture vs the same 100 launches issued eagerly, per kernel.
@@ -160,6 +161,7 @@ def write_count_py(count, blocks):
 
 K4 = cube.kernel(k4_py)
 K4_PYTHON_CALL = cube.kernel(k4_py)     # the same kernel, its warm entry firing through cuda-python
+K4_TRAMPOLINE = cube.kernel(k4_py)      # and again, firing through the Numba trampoline, not a thunk
 AXPY = cube.kernel(axpy_py)
 BUSY = cube.kernel(busy_py)
 WRITE_COUNT = cube.kernel(write_count_py)
@@ -272,7 +274,7 @@ def launch_floor():
     mech = server.mechanism
     driver = mech.driver
     # Two kernel objects of one function: both warm, one of them firing through cuda-python.
-    for k in (K4, K4_PYTHON_CALL):
+    for k in (K4, K4_PYTHON_CALL, K4_TRAMPOLINE):
         for _ in range(2):
             client.launch(k, 1, 32, ha, hb, hc, n)
     sync()
@@ -281,7 +283,7 @@ def launch_floor():
         client.launch(K4, 1, 32, ha, hb, hc, n)
     sync()
     (ours_entry,) = mech.warm.armed_for(K4)
-    fire_form = "compiled trampoline" if hasattr(ours_entry.fire, "words") else "api method"
+    fire_form = type(ours_entry.fire).__name__     # Thunk, partial (a trampoline) or function
     (entry,) = mech.warm.armed_for(K4_PYTHON_CALL)
     entry.fire = launch_call.api_launcher(driver.api.cuLaunchKernel, entry.packed.kernel.function,
                                           entry.grid, entry.block, 0, entry.cs.handle,
@@ -296,6 +298,7 @@ def launch_floor():
     cases = {
         "ours": (lambda: client.launch(K4, 1, 32, ha, hb, hc, n), sync),
         "ours_cuda_python": (lambda: client.launch(K4_PYTHON_CALL, 1, 32, ha, hb, hc, n), sync),
+        "ours_trampoline": (lambda: client.launch(K4_TRAMPOLINE, 1, 32, ha, hb, hc, n), sync),
         "cuda_python": (lambda: api.cuLaunchKernel(func, 1, 1, 1, 32, 1, 1, 0, handle, addr, 0), sync),
     }
     entry_point = 0 if SMOKE else driver.c_entry_point("cuLaunchKernel")
@@ -307,8 +310,15 @@ def launch_floor():
         untyped = ctypes.CFUNCTYPE(ctypes.c_int)(entry_point)
         prebuilt = (u64(f_int), u32(1), u32(1), u32(1), u32(32), u32(1), u32(1), u32(0), u64(s_int), u64(addr), u64(0))
         cases["ctypes_prebuilt"] = (lambda: untyped(*prebuilt), sync)
-        trampoline = launch_call.c_launcher(entry_point, f_int, (1, 1, 1), (32, 1, 1), 0, s_int, addr)
+        trampoline = launch_call.c_launcher(entry_point, f_int, (1, 1, 1), (32, 1, 1), 0, s_int, addr,
+                                            thunk=False)
         cases["njit_trampoline"] = (trampoline, sync)
+        cases["thunk"] = (launch_call.c_launcher(entry_point, f_int, (1, 1, 1), (32, 1, 1), 0, s_int, addr), sync)
+        (tramp_entry,) = mech.warm.armed_for(K4_TRAMPOLINE)
+        tramp_entry.fire = launch_call.c_launcher(entry_point, int(tramp_entry.packed.kernel.function),
+                                                  tramp_entry.grid, tramp_entry.block, 0,
+                                                  int(tramp_entry.cs.handle),
+                                                  tramp_entry.packed.block.address, thunk=False)
     # A cross-stream wait: record an event on one stream, wait on it from another.
     s_producer = server.streams.stream(cube.StreamId.new())
     s_consumer = server.streams.stream(cube.StreamId.new())
@@ -320,15 +330,23 @@ def launch_floor():
         api.cuStreamWaitEvent(c_handle, pair_event, 0)
     cases["record_wait_cuda_python"] = (record_wait_cuda_python, sync)
     cases["record_wait_ours"] = (driver.stream_waiter(pair_event, p_handle, c_handle)[0], sync)
+    if entry_point:
+        cases["record_wait_trampoline"] = (launch_call.c_stream_waiter(
+            driver.c_entry_point("cuEventRecord"), driver.c_entry_point("cuStreamWaitEvent"),
+            int(pair_event), int(p_handle), int(c_handle), thunk=False)[0], sync)
     t_ = interleaved_host_time(cases, N_LAUNCH)
     t = Table(f"1b. launch floor: the driver call of a warm launch (us per launch; ours fires its {fire_form})")
-    t.row("warm launch: trampoline vs cuda-python driver call", t_["ours"], t_["ours_cuda_python"], "cuda-python call")
+    t.row("warm launch: its call vs cuda-python driver call", t_["ours"], t_["ours_cuda_python"], "cuda-python call")
+    t.row("warm launch: its call vs the Numba trampoline", t_["ours"], t_["ours_trampoline"], "trampoline call")
     t.row("warm launch vs raw cuda-python cuLaunchKernel", t_["ours"], t_["cuda_python"], "cuda-python")
-    for name in ("ctypes_typed", "ctypes_prebuilt", "njit_trampoline"):
+    for name in ("ctypes_typed", "ctypes_prebuilt", "njit_trampoline", "thunk"):
         if name in t_:
             t.row(f"  {name} vs raw cuda-python cuLaunchKernel", t_[name], t_["cuda_python"], "cuda-python")
     t.row("cross-stream record + wait: ours vs cuda-python", t_["record_wait_ours"],
           t_["record_wait_cuda_python"], "cuda-python")
+    if "record_wait_trampoline" in t_:
+        t.row("cross-stream record + wait: ours vs the Numba trampoline", t_["record_wait_ours"],
+              t_["record_wait_trampoline"], "trampoline")
     server.streams.events.put(pair_event)
     RESULTS["launch_floor"] = {f"{k}_us": v * 1e6 for k, v in t_.items()}
     parts = " | ".join(f"{k} {v * 1e6:.2f} us" for k, v in t_.items())
@@ -354,8 +372,11 @@ def dependent_two_streams():
         s1.launch(K4, 1, 32, a, zero, b, n)
         s2.launch(K4, 1, 32, b, zero, a, n)    # waits on s1's event (and s1's next on s2's)
 
-    same = host_time(one_stream, N_LAUNCH // 2, sync_all(client)) / 2
-    cross = host_time(two_streams, N_LAUNCH // 2, sync_all(client)) / 2
+    sync = sync_all(client)
+    # Taking turns (one process's host drifts by more than the difference measured here).
+    t_ = interleaved_host_time({"one": (one_stream, sync), "two": (two_streams, sync)}, N_LAUNCH // 2,
+                               rounds=15)
+    same, cross = t_["one"] / 2, t_["two"] / 2
     t = Table("2. dependent launches: one stream vs alternating two streams (us per launch)")
     t.row("chain alternating 2 streams vs 1 stream", cross, same, "one stream")
     RESULTS["two_streams"] = dict(one_stream_us=same * 1e6, two_streams_us=cross * 1e6,

@@ -3,14 +3,18 @@
 Runs without a GPU: the CUDA backend (``CudaMechanism``, the warm path of
 ``backends/cuda/fast_path.py``, automatic graphs) over the fake driver of ``tests/cuda/cases``,
 whose ``cuLaunchKernel`` and ``cuGraphLaunch`` are replaced by a stub that returns success and
-does nothing. What is left of a launch is then the runtime's own Python, which is what issue 18's
-goals are about (the driver call itself costs the same whoever makes it). Each case is timed in
-the same process against a reference, the two taking turns round by round:
+does nothing. The warm path's compiled calls (``launch_call.py``) call C functions of the
+driver's prototypes that return at once (``Driver.use_entry_points``), as they call libcuda's
+on a GPU. What is left of a launch is then the runtime's own Python and the cost of reaching C,
+which is what issue 18's goals are about (the driver call itself costs the same whoever makes
+it). Each case is timed in the same process against a reference, the two taking turns round by
+round:
 
 1. **warm launch**: ``client.launch`` of a 3-array + int kernel repeated (the warm path fires)
-   vs the stubbed driver call alone, made the way the warm path makes it (``api_launcher``'s
-   closure over the same arguments). ``ours - reference`` is what the runtime adds to the
-   driver call.
+   vs the stubbed driver call alone, made the way the warm path makes it (its compiled call over
+   the same arguments). ``ours - reference`` is what the runtime adds to the driver call. And the
+   same warm launch with its driver call through the Numba trampoline instead of the thunk
+   (``thunks.py``), another kernel object of the same kernel: what the thunk saves.
 2. **held launch**: the steady state of ``with client.auto_graph():`` over an iteration of
    ``CHAIN`` launches, per kernel (a held launch, plus the replay's share), vs an explicit
    capture of the same iteration replayed, per kernel. ``ours - reference`` is what a held
@@ -20,8 +24,9 @@ the same process against a reference, the two taking turns round by round:
    other stream's event, ``cuEventRecord`` + ``cuStreamWaitEvent``) vs the same chain on one
    stream, per launch. This case runs on a device of its own whose ``cuEventRecord`` and
    ``cuStreamWaitEvent`` are stubbed too (the fake driver's take a lock and queue an op, which
-   a real driver's cost already stands for on a GPU). ``ours - reference`` is the Python a
-   cross-stream dependency adds (issue 18 goal 3 asks <= 2 us with the driver calls).
+   a real driver's cost already stands for on a GPU; the compiled record-and-wait calls C
+   functions that return at once). ``ours - reference`` is the Python a cross-stream dependency
+   adds (issue 18 goal 3 asks <= 2 us with the driver calls).
 
 Run: ``python benchmarks/bench_launch_python.py`` (numbers are per launch, fastest rounds);
 ``--only=warm,held,cross`` runs some of the cases.
@@ -34,7 +39,7 @@ import sys
 import time
 
 import numpy as np
-from numba import cuda
+from numba import cfunc, cuda, types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -47,12 +52,37 @@ import numba_cube as cube  # noqa: E402
 
 ROUNDS = 15
 
+_U32, _U64 = types.uint32, types.uint64
 
-@cube.kernel
-def k4(a, b, c, n):
+
+# C functions with the prototypes of the driver's that the warm path calls, returning success.
+@cfunc(types.int32(_U64, _U32, _U32, _U32, _U32, _U32, _U32, _U32, _U64, _U64, _U64))
+def _noop_launch(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+    return 0
+
+
+@cfunc(types.int32(_U64, _U64))
+def _noop_record(event, stream):
+    return 0
+
+
+@cfunc(types.int32(_U64, _U64, _U32))
+def _noop_wait(stream, event, flags):
+    return 0
+
+
+NOOP_ENTRY_POINTS = {"cuLaunchKernel": _noop_launch.address, "cuEventRecord": _noop_record.address,
+                     "cuStreamWaitEvent": _noop_wait.address}
+
+
+def k4_py(a, b, c, n):
     i = cuda.grid(1)
     if i < n:
         c[i] = a[i] + b[i]
+
+
+k4 = cube.kernel(k4_py)
+k4_trampoline = cube.kernel(k4_py)     # the same kernel, its driver call made the other way
 
 
 def interleaved(cases: dict, n: int, rounds: int = ROUNDS) -> dict:
@@ -86,6 +116,7 @@ def cross_stream_chain(rounds: int = 3 * ROUNDS, n: int = 4000) -> tuple[float, 
     # made, a pair of streams its waiter when first needed, an entry its launch when armed.
     api.cuLaunchKernel = api.cuEventRecord = api.cuStreamWaitEvent = stub
     client = cube.client("fakecuda_bench_cross:0")
+    client.server.mechanism.driver.use_entry_points(NOOP_ENTRY_POINTS)
     n = 1024
     a, b = client.create(np.ones(n, np.float32)), client.create(np.ones(n, np.float32))
     zero = client.create(np.zeros(n, np.float32))
@@ -141,30 +172,43 @@ def main() -> None:
     api.cuLaunchKernel = stub
     api.cuGraphLaunch = stub
     client = cube.client("fakecuda_bench:0")
+    client.server.mechanism.driver.use_entry_points(NOOP_ENTRY_POINTS)
     n = 1024
     ha, hb = client.create(np.ones(n, np.float32)), client.create(np.ones(n, np.float32))
     hc = client.empty(n, np.float32)
     for _ in range(launch_call.COMPILE_AFTER + 3):
         client.launch(k4, 1, 32, ha, hb, hc, n)
+        client.launch(k4_trampoline, 1, 32, ha, hb, hc, n)
     client.sync()
     (entry,) = client.server.mechanism.warm.armed_for(k4)
-    bare = launch_call.api_launcher(stub, entry.packed.kernel.function, entry.grid, entry.block,
-                                    0, entry.cs.handle, entry.packed.block.address)
+    args = (_noop_launch.address, int(entry.packed.kernel.function), entry.grid, entry.block, 0,
+            int(entry.cs.handle), entry.packed.block.address)
+    bare = launch_call.c_launcher(*args)
+    (other,) = client.server.mechanism.warm.armed_for(k4_trampoline)
+    other.fire = launch_call.c_launcher(*args, thunk=False)
+    form = type(entry.fire).__name__
     launch = client.launch
 
     def warm(reps):
         for _ in range(reps):
             launch(k4, 1, 32, ha, hb, hc, n)
 
+    def warm_trampoline(reps):
+        for _ in range(reps):
+            launch(k4_trampoline, 1, 32, ha, hb, hc, n)
+
     def driver(reps):
         for _ in range(reps):
             bare()
 
-    t_ = interleaved({"warm": warm, "driver": driver}, 20000)
+    t_ = interleaved({"warm": warm, "driver": driver, "trampoline": warm_trampoline}, 20000)
     client.sync()
-    t = Table("warm launch on a stubbed driver (per launch)")
+    t = Table(f"warm launch on a stubbed driver (per launch; its driver call: {form})")
     t.row("warm client.launch vs the bare driver call", t_["warm"], t_["driver"], "driver call")
-    print(f"  the runtime adds {(t_['warm'] - t_['driver']) * 1e9:.0f} ns per warm launch")
+    t.row("warm client.launch: thunk vs Numba trampoline", t_["warm"], t_["trampoline"],
+          "trampoline")
+    print(f"  the runtime adds {(t_['warm'] - t_['driver']) * 1e9:.0f} ns per warm launch; the "
+          f"thunk saves {(t_['trampoline'] - t_['warm']) * 1e9:.0f} ns of the trampoline's")
 
     x, y, z = (client.create(np.ones(256)), client.create(np.zeros(256)),
                client.create(np.zeros(256)))

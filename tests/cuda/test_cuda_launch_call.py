@@ -3,14 +3,17 @@
 No GPU is needed: the entry point is a Numba ``cfunc`` with ``cuLaunchKernel``'s (or
 ``cuLaunchCooperativeKernel``'s) C prototype that writes the arguments it received into the buffer
 its ``kernelParams`` points to, so each test compares what the C side saw with the values given.
+The calls are tested in both of their forms (``THUNK``): the thunk of ``thunks.py`` and the
+Numba trampoline it stands in for where no thunk can be made.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from numba import cfunc, types
 
-from numba_cube.backends.cuda import launch_call
+from numba_cube.backends.cuda import launch_call, thunks
 from numba_cube.backends.cuda.driver import Driver
 
 _U32, _U64, _OUT = types.uint32, types.uint64, types.CPointer(types.uint64)
@@ -30,25 +33,32 @@ def _record_cooperative(f, gx, gy, gz, bx, by, bz, shared, stream, params):
     return 0
 
 
-def test_c_launcher_passes_every_argument_at_its_width():
+#: both forms of a compiled call: a thunk (thunks.py) and the Numba trampoline over a block
+THUNK = pytest.mark.parametrize("thunk", [True, False], ids=["thunk", "trampoline"])
+
+
+@THUNK
+def test_c_launcher_passes_every_argument_at_its_width(thunk):
     """Each of cuLaunchKernel's 11 arguments reaches the C function at its position: the handles
     as full 64-bit values, the dimensions and shared size as 32-bit unsigned ints, extra as NULL;
     the CUresult comes back as the call's result, on every call of the same callable."""
     seen = np.zeros(10, np.uint64)
     function, stream = 2**40 + 5, 2**50 + 3
     call = launch_call.c_launcher(_record_launch.address, function, (3, 4, 5), (6, 7, 8), 49152,
-                                  stream, seen.ctypes.data)
+                                  stream, seen.ctypes.data, thunk=thunk)
+    assert isinstance(call, thunks.Thunk) is thunk
     for _ in range(3):
         assert call() == 719
     np.testing.assert_array_equal(seen, [function, 3, 4, 5, 6, 7, 8, 49152, stream, 0])
 
 
-def test_c_launcher_cooperative_takes_no_extra():
+@THUNK
+def test_c_launcher_cooperative_takes_no_extra(thunk):
     """A cooperative launch calls a 10-parameter entry point (cuLaunchCooperativeKernel has no
     ``extra``) with the same values in the same order, and success is 0 (falsy)."""
     seen = np.zeros(10, np.uint64)
     call = launch_call.c_launcher(_record_cooperative.address, 77, (2, 1, 1), (64, 2, 1), 0, 99,
-                                  seen.ctypes.data, cooperative=True)
+                                  seen.ctypes.data, cooperative=True, thunk=thunk)
     assert not call()
     np.testing.assert_array_equal(seen[:9], [77, 2, 1, 1, 64, 2, 1, 0, 99])
 
@@ -115,27 +125,29 @@ def _wait_event(stream, event, flags):
     return event[7]
 
 
-def _waiter(seen):
+def _waiter(seen, thunk):
     return launch_call.c_stream_waiter(_record_event.address, _wait_event.address, seen.ctypes.data,
-                                       2**45 + 1, 2**46 + 2)
+                                       2**45 + 1, 2**46 + 2, thunk=thunk)
 
 
-def test_stream_waiter_records_on_the_producer_then_waits_on_the_consumer():
+@THUNK
+def test_stream_waiter_records_on_the_producer_then_waits_on_the_consumer(thunk):
     """``record_and_wait`` records the event on the producer stream, then makes the consumer
     stream wait on it with flags 0, in that order, and returns 0; ``wait`` alone only waits."""
     seen = np.zeros(8, np.uint64)
-    record_and_wait, wait = _waiter(seen)
+    record_and_wait, wait = _waiter(seen, thunk)
     assert record_and_wait() == 0
     np.testing.assert_array_equal(seen[:6], [2**45 + 1, 1, 2**46 + 2, 0, 1, 12])
     assert wait() == 0
     np.testing.assert_array_equal(seen[[1, 4, 5]], [1, 2, 122])
 
 
-def test_stream_waiter_reports_which_call_failed():
+@THUNK
+def test_stream_waiter_reports_which_call_failed(thunk):
     """A failed record is returned as its CUresult and nothing waits; a failed wait comes back
     shifted, and ``failed_call`` names the call and the code either way."""
     seen = np.zeros(8, np.uint64)
-    record_and_wait, wait = _waiter(seen)
+    record_and_wait, wait = _waiter(seen, thunk)
     seen[6] = 700
     err = record_and_wait()
     assert err == 700 and seen[4] == 0

@@ -14,7 +14,9 @@ import numpy as np
 import pytest
 
 from numba_cube.backends.cuda.compiler import arg_kinds, numba_types
-from numba_cube.backends.cuda.packed_launch import ArgLayout, ParamBlock, scalar_format
+from numba_cube.backends.cuda.driver import Driver
+from numba_cube.backends.cuda.packed_launch import (ArgLayout, CompiledKernel, PackedLaunch, ParamBlock,
+                                                    scalar_format)
 from numba_cube.runtime.handle import Binding
 
 pytest.importorskip("numba_cuda")
@@ -68,3 +70,35 @@ def test_param_block_round_trip():
     assert ctypes.c_int32.from_address(ptrs[9]).value == -3
     assert ctypes.c_double.from_address(ptrs[10]).value == 2.0
     assert ctypes.c_double.from_address(ptrs[11]).value == -1.0
+
+
+class _Api:
+    """Just enough of a driver api to build a packed launch (nothing is launched here)."""
+
+    class CUresult:
+        CUDA_SUCCESS = 0
+        CUDA_ERROR_NOT_READY = 600
+
+    def cuLaunchKernel(self, *args):
+        return (0,)
+
+
+def test_a_scalar_object_packed_last_is_not_packed_again_but_any_other_is():
+    """A packed launch with one scalar writes it into the block per launch unless it is the very
+    object packed last (whose bytes are there already): whatever objects come, in whatever order
+    (equal values in distinct objects, NumPy scalars, the first pack after construction), the
+    block holds the value of the last one."""
+    args = (_binding(np.float64, (8,)), np.int64(3))
+    layout = ArgLayout(arg_kinds(args))
+    packed = PackedLaunch(CompiledKernel("k", 0, layout, 1024), Driver(_Api()), args, lambda b: 0x1000)
+    ptrs = (ctypes.c_void_p * layout.nparams).from_address(packed.block.address)
+
+    def in_block():
+        return ctypes.c_int64.from_address(ptrs[7]).value     # after the array's 7 parameters
+
+    assert in_block() == 3
+    first, second = int("1000001"), int("1000002")            # objects made here, not cached ints
+    twin = int("1000001")
+    for value in (first, first, second, first, twin, np.int64(-5), 7, 7, second):
+        packed.pack((None, value))
+        assert in_block() == value

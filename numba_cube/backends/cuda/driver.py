@@ -103,6 +103,14 @@ class Driver:
                 self._entry_points = launch_call.c_entry_points(self.api)
             return self._entry_points.get(name, 0)
 
+    def use_entry_points(self, points: dict) -> None:
+        """Call these C functions (symbol -> address, ``launch_call.C_SYMBOLS``' names) for the
+        warm calls made from now on, instead of libcuda's: what a stand-in driver with C
+        functions of the same prototypes offers (``benchmarks/bench_launch_python.py`` times the
+        warm path's compiled calls over do-nothing ones). Calls already made keep theirs."""
+        with self._lock:
+            self._entry_points = dict(points)
+
     # -- errors -----------------------------------------------------------------------------------
     def error(self, call: str, code, detail: str = "") -> CudaError:
         """The ``CudaError`` for ``code`` returned by ``call`` (never raises itself)."""

@@ -1,4 +1,4 @@
-"""The warm launch's driver call: libcuda's ``cuLaunchKernel`` called through a Numba-compiled trampoline.
+"""The warm launch's driver call: libcuda's ``cuLaunchKernel`` called through compiled code, not cuda-python.
 
 Why not cuda-python. ``cuda.bindings.driver.cuLaunchKernel`` converts its eleven arguments in
 Python-visible code on every call (the handle objects, the ``kernelParams`` helper object): about
@@ -6,19 +6,20 @@ half a microsecond of the ~4 us a launch costs from Python on an H200 host. Call
 own symbol through ``ctypes`` with eleven arguments is slower still (a ctypes conversion per
 argument: ~1.4 us measured for a do-nothing C function with this signature, against ~0.6 us with
 every argument pre-built as a ctypes object). A warm launch's arguments are all fixed once it is
-armed, though, so they are stored once in a small block of 64-bit words, and one Numba-compiled
-function (``_launch_from_block``) reads them and calls the driver's function pointer: one Python
-call with one int argument (~0.1 us over the driver's own work).
+armed, though, so they are stored once in a small block of 64-bit words (``call_ir.py`` says
+which), and compiled code reads them and calls the driver's function pointer. Two forms:
 
-The block: ``[entry point, CUfunction, gridX, gridY, gridZ, blockX, blockY, blockZ,
-sharedMemBytes, hStream, kernelParams, extra]``, each a 64-bit word; the unsigned ints are
-truncated to 32 bits as the C prototype takes them. A cooperative launch uses the same block and
-``cuLaunchCooperativeKernel``, which takes no ``extra``.
+- a **thunk** (``thunks.py``): a function of no argument compiled with its block's address in
+  it, called through a ctypes function pointer, which then converts nothing (~0.15 us over the
+  driver's own work on the development VM). The form used wherever LLVM can make one;
+- a **Numba trampoline** (``_launch_from_block``) that takes the block's address: one Python
+  call of a Numba dispatcher with one int argument (~0.3 us there). It is compiled on its first
+  use and cached on disk by Numba (``cache=True``), so it costs a compilation once, a cache load
+  once per process. It releases the GIL around the driver call (``nogil``), as cuda-python does
+  and as ctypes does around a thunk: a launch into a full queue may block in the driver.
 
-Each trampoline is compiled on its first use (the first warm launch, the first cross-stream wait
-of a warm task) and cached on disk by Numba (``cache=True``), so it costs a compilation once, a
-cache load once per process. It releases the GIL around the driver
-call (``nogil``), as cuda-python does: a launch into a full queue may block in the driver.
+The same two forms make a cross-stream wait (``c_stream_waiter``: record the producer's event,
+make the consumer wait on it) one call.
 
 ``Driver.launcher`` (``driver.py``) decides whether the C entry points are usable (a real driver that ``ctypes`` can open), else it
 falls back to the api's Python method (the fake driver of the tests, an exotic install).
@@ -31,86 +32,39 @@ import functools
 import sys
 import types as types_module
 
-from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
+
+from . import call_ir, thunks
+from .call_ir import BLOCK_WORDS, WAIT_SHIFT
 
 __all__ = ["c_launcher", "api_launcher", "c_stream_waiter", "api_stream_waiter", "c_entry_points",
            "failed_call", "warming", "warming_pair",
            "BLOCK_WORDS", "WAIT_SHIFT", "COMPILE_AFTER"]
 
-#: 64-bit words of a launch block (see the module docstring).
-BLOCK_WORDS = 12
-
-#: A stream waiter's result: the ``cuEventRecord`` CUresult in the low bits, or the
-#: ``cuStreamWaitEvent`` one shifted by this much (CUresult values are below 2**16).
-WAIT_SHIFT = 16
-
-#: Calls of a warm call's Python form (cuda-python) before its trampoline replaces it: loading
-#: even a cached trampoline starts Numba's CPU target in a process that has not (~0.25 s, once),
-#: which a short program must not pay for ~0.5 us per launch; a hot launch pays it once.
+#: Calls of a warm call's Python form (cuda-python) before its compiled form replaces it: the
+#: first batch of thunks starts LLVM's JIT in a process that has not (~40 ms, once; each later
+#: batch ~15 ms), and loading even a cached trampoline starts Numba's CPU target (~0.25 s), which
+#: a short program must not pay for ~0.5 us per launch; a hot launch pays it once.
 COMPILE_AFTER = 1000
 
 #: The libcuda symbols the trampolines call.
 C_SYMBOLS = ("cuLaunchKernel", "cuLaunchCooperativeKernel", "cuEventRecord", "cuStreamWaitEvent")
 
-_I64, _I32 = ir.IntType(64), ir.IntType(32)
+def _block_intrinsic(emit):
+    """A Numba intrinsic of one int64 (a block's address) -> int32 whose code is ``emit``'s over
+    the words at that address (``call_ir.py``: the same code the thunks are compiled with)."""
+    def typer(typingctx, address):
+        def codegen(context, builder, signature, args):
+            return emit(builder, builder.inttoptr(args[0], call_ir.I64.as_pointer()))
+        return types.int32(types.int64), codegen
+    return intrinsic(typer)
 
 
-def _call_codegen(nparams: int):
-    """Code that loads ``nparams + 1`` words at the address it is given and calls the first as a
-    function of the other ``nparams``: CUfunction (a pointer), six grid/block dimensions and
-    sharedMemBytes (unsigned int), then hStream, kernelParams and (not cooperative) extra."""
-    widths = [_I64] + [_I32] * 7 + [_I64] * (nparams - 8)
-    prototype = ir.FunctionType(_I32, widths)
-
-    def codegen(context, builder, signature, args):
-        words = builder.inttoptr(args[0], _I64.as_pointer())
-        loaded = [builder.load(builder.gep(words, [ir.Constant(_I32, k)])) for k in range(nparams + 1)]
-        entry = builder.inttoptr(loaded[0], prototype.as_pointer())
-        values = [v if w is _I64 else builder.trunc(v, _I32) for v, w in zip(loaded[1:], widths)]
-        return builder.call(entry, values)
-    return codegen
-
-
-def _pair_codegen(entry_word: int, arg_words: tuple, widths: tuple):
-    """Code that calls the function at word ``entry_word`` of a stream-pair block with the words
-    ``arg_words`` (``widths``: 64 for a handle, 32 for the unsigned flags, which are 0)."""
-    types_ = [_I64 if w == 64 else _I32 for w in widths]
-    prototype = ir.FunctionType(_I32, types_)
-
-    def codegen(context, builder, signature, args):
-        words = builder.inttoptr(args[0], _I64.as_pointer())
-
-        def word(k):
-            return builder.load(builder.gep(words, [ir.Constant(_I32, k)]))
-        entry = builder.inttoptr(word(entry_word), prototype.as_pointer())
-        values = [word(k) if t is _I64 else ir.Constant(_I32, 0) for k, t in zip(arg_words, types_)]
-        return builder.call(entry, values)
-    return codegen
-
-
-# A stream-pair block: [cuEventRecord, cuStreamWaitEvent, event, producer stream, consumer stream].
-@intrinsic
-def _call_record(typingctx, address):
-    # cuEventRecord(hEvent, hStream): the producer's event, on the producer's stream
-    return types.int32(types.int64), _pair_codegen(0, (2, 3), (64, 64))
-
-
-@intrinsic
-def _call_wait(typingctx, address):
-    # cuStreamWaitEvent(hStream, hEvent, Flags): the consumer waits on that event, flags 0
-    return types.int32(types.int64), _pair_codegen(1, (4, 2, 0), (64, 64, 32))
-
-
-@intrinsic
-def _call_launch(typingctx, address):
-    return types.int32(types.int64), _call_codegen(11)
-
-
-@intrinsic
-def _call_cooperative(typingctx, address):
-    return types.int32(types.int64), _call_codegen(10)
+_call_launch = _block_intrinsic(lambda b, w: call_ir.emit_launch(b, w, call_ir.LAUNCH_PARAMS))
+_call_cooperative = _block_intrinsic(lambda b, w: call_ir.emit_launch(b, w, call_ir.COOPERATIVE_PARAMS))
+_call_record_and_wait = _block_intrinsic(call_ir.emit_record_and_wait)
+_call_wait = _block_intrinsic(call_ir.emit_wait)
 
 
 def _compiled(py_func):
@@ -143,24 +97,27 @@ def _cooperative_from_block(address):
 
 
 def _record_and_wait_from_block(address):
-    err = _call_record(address)
-    if err != 0:
-        return err
-    return _call_wait(address) << WAIT_SHIFT
+    return _call_record_and_wait(address)
 
 
 def _wait_from_block(address):
-    return _call_wait(address) << WAIT_SHIFT
+    return _call_wait(address)
 
 
 def c_launcher(entry_point: int, function: int, grid, block, shared_bytes: int, stream: int,
-               params: int, cooperative: bool = False):
+               params: int, cooperative: bool = False, thunk: bool = True):
     """A zero-argument callable that calls the C function at ``entry_point`` (libcuda's
     ``cuLaunchKernel``, or ``cuLaunchCooperativeKernel`` when ``cooperative``) with these
-    arguments and returns its ``CUresult`` as an int (0: success). The handles are passed as
-    their integer values; the caller keeps the objects they name alive."""
-    words = (ctypes.c_uint64 * BLOCK_WORDS)(entry_point, function, *grid, *block, shared_bytes,
-                                             stream, params, 0)
+    arguments and returns its ``CUresult`` as an int (0: success): a thunk (``thunks.py``)
+    where one can be made and ``thunk`` allows it, else the Numba trampoline over a block of its
+    own. The handles are passed as their integer values; the caller keeps the objects they name
+    alive."""
+    values = (entry_point, function, *grid, *block, shared_bytes, stream, params, 0)
+    if thunk:
+        made = thunks.make("cooperative" if cooperative else "launch", values)
+        if made is not None:
+            return made[0]
+    words = (ctypes.c_uint64 * BLOCK_WORDS)(*values)
     trampoline = _compiled(_cooperative_from_block if cooperative else _launch_from_block)
     call = functools.partial(trampoline, ctypes.addressof(words))
     call.words = words        # a partial has a __dict__: the block lives as long as the call
@@ -181,13 +138,20 @@ def api_launcher(launch, function, grid, block, shared_bytes: int, stream, param
     return call
 
 
-def c_stream_waiter(record_entry: int, wait_entry: int, event: int, producer: int, consumer: int):
+def c_stream_waiter(record_entry: int, wait_entry: int, event: int, producer: int, consumer: int,
+                    thunk: bool = True):
     """``(record_and_wait, wait)``: zero-argument callables over one block that make stream
     ``consumer`` wait for ``event``, the first after recording ``event`` on stream ``producer``
     (libcuda's ``cuEventRecord`` at ``record_entry``, ``cuStreamWaitEvent`` at ``wait_entry``).
     Each returns 0, a failed record's CUresult, or a failed wait's shifted by ``WAIT_SHIFT``
-    (the record was made then). The caller keeps the event and streams alive."""
-    words = (ctypes.c_uint64 * 5)(record_entry, wait_entry, event, producer, consumer)
+    (the record was made then). Thunks where they can be made, as for ``c_launcher``. The caller
+    keeps the event and streams alive."""
+    values = (record_entry, wait_entry, event, producer, consumer)
+    if thunk:
+        made = thunks.make("waiter", values)
+        if made is not None:
+            return made
+    words = (ctypes.c_uint64 * call_ir.PAIR_WORDS)(*values)
     address = ctypes.addressof(words)
     record_and_wait = functools.partial(_compiled(_record_and_wait_from_block), address)
     wait = functools.partial(_compiled(_wait_from_block), address)

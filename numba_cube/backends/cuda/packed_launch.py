@@ -251,9 +251,19 @@ class PackedLaunch:
         if len(packs) == 1 and packs[0][3] not in ("ff", "dd", "?"):
             i, pack_into, offset, _ = packs[0]
             buf = self._buf
+            # The value packed last, kept (so that its id cannot be another object's): a launch
+            # passing that same object again (a size in a loop) finds its bytes in the block
+            # already, which only this closure writes after construction. Every scalar that
+            # reaches it is immutable (a number the warm path matched by type, or the NumPy
+            # scalar the general path bound), so the same object is the same value.
+            packed = None
 
             def pack_one(args):
-                pack_into(buf, offset, args[i])
+                nonlocal packed
+                value = args[i]
+                if value is not packed:
+                    pack_into(buf, offset, value)
+                    packed = value
             return pack_one
         return self.pack_scalars
 
