@@ -102,3 +102,19 @@ def test_a_scalar_object_packed_last_is_not_packed_again_but_any_other_is():
     for value in (first, first, second, first, twin, np.int64(-5), 7, 7, second):
         packed.pack((None, value))
         assert in_block() == value
+
+
+def test_a_failed_pack_forgets_what_the_block_held():
+    """A value out of the scalar's range fails to pack (the caller refuses the launch), and the
+    failed ``pack_into`` has zeroed the field: the object packed before it is packed again when
+    it comes back, so the next launch carries its value, not zero."""
+    args = (_binding(np.float64, (8,)), np.int64(3))
+    layout = ArgLayout(arg_kinds(args))
+    packed = PackedLaunch(CompiledKernel("k", 0, layout, 1024), Driver(_Api()), args, lambda b: 0x1000)
+    ptrs = (ctypes.c_void_p * layout.nparams).from_address(packed.block.address)
+    one = int("1")
+    packed.pack((None, one))
+    with pytest.raises(struct.error):
+        packed.pack((None, 2**70))
+    packed.pack((None, one))
+    assert ctypes.c_int64.from_address(ptrs[7]).value == 1

@@ -262,6 +262,9 @@ class PackedLaunch:
                 nonlocal packed
                 value = args[i]
                 if value is not packed:
+                    # Forgotten first: a pack_into that fails (a value out of the type's range)
+                    # has zeroed the field already, so the block holds no value until one fits.
+                    packed = None
                     pack_into(buf, offset, value)
                     packed = value
             return pack_one
