@@ -37,7 +37,7 @@ from llvmlite import ir
 
 from . import call_ir
 
-__all__ = ["Thunk", "make", "available", "SLOTS", "KINDS"]
+__all__ = ["Thunk", "make", "SLOTS", "KINDS"]
 
 #: Slots per compiled batch: few enough that a batch compiles in milliseconds, enough that a
 #: program with a few hot launches compiles one.
@@ -163,8 +163,3 @@ _POOL = _Pool()
 def make(kind: str, words: tuple):
     """``kind``'s zero-argument calls over ``words`` (module docstring), or None."""
     return _POOL.make(kind, words)
-
-
-def available() -> bool:
-    """Whether thunks are made here (an engine was made, or has not been tried yet)."""
-    return not _POOL._broken
