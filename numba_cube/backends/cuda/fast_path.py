@@ -32,8 +32,10 @@ geometry, dynamic shared memory size, options and stream *fires* it:
 
 Measured (``benchmarks/bench_cuda.py``, H200, before issue 18): 6.8-7.3 us per warm launch, of
 which ~2.7 us were this module and the client's gates, the rest the driver call through
-cuda-python; numba-cuda takes 28-45 us. The driver call is now one call of a compiled trampoline
-(``launch_call.py``; the ``launch_floor`` section of the benchmark compares the two).
+cuda-python; numba-cuda takes 28-45 us. The driver call is now one call of compiled code
+(``launch_call.py``: a thunk of ``thunks.py``, else a Numba trampoline; the ``launch_floor``
+section of the benchmark compares the forms): 4.7-5.8 us per warm launch on the H200 hosts of
+2026-12-03, 1.25x cuda-python's bare ``cuLaunchKernel`` at the median.
 
 What the warm path leaves out, and why that is the same contract:
 
@@ -99,8 +101,9 @@ class WarmLaunch:
         # another entry (the general path armed this one after opting the function in to it).
         self.shared_bytes = shared_bytes
         # The driver call with all of cuLaunchKernel's arguments fixed for the entry (the stream
-        # is ``cs``, checked per launch): on a GPU one call of a compiled trampoline
-        # (launch_call.py) once the entry has fired a few times, cuda-python's before.
+        # is ``cs``, checked per launch): on a GPU one call of compiled code (launch_call.py:
+        # a thunk, else a trampoline) once the entry has fired COMPILE_AFTER times, cuda-python's
+        # before.
         self.fire = bound.packed.launcher(grid, block, shared_bytes, cs.handle, _fire_installer(self))
         self.read_states = read_states  # hazard states of the buffers only read
         self.write_states = write_states
