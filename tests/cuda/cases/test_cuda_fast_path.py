@@ -438,16 +438,18 @@ def test_work_issued_after_a_wait_is_waited_for_again(client):
 @only("gpu", why="the compiled driver calls exist only over a real libcuda")
 def test_a_hot_warm_launch_and_its_cross_stream_waits_switch_to_compiled_calls(client):
     """Past its first ``COMPILE_AFTER`` launches a warm entry fires libcuda's cuLaunchKernel
-    through the compiled trampoline, and a pair of streams waiting on each other records and
-    waits through its compiled waiter: every launch still runs, in order."""
+    through its thunk (``thunks.py``: LLVM makes one on any host Numba runs on), and a pair of
+    streams waiting on each other records and waits through its thunks: every launch still runs,
+    in order."""
     from numba_cube.backends.cuda.launch_call import COMPILE_AFTER
+    from numba_cube.backends.cuda.thunks import Thunk
 
     x = client.create(np.zeros(N))
     for _ in range(COMPILE_AFTER + 10):
         client.launch(add_scalar, 1, TPB, x, 1.0)
     np.testing.assert_array_equal(client.read(x), np.full(N, COMPILE_AFTER + 10.0))
     (entry,) = client.server.mechanism.warm.armed_for(add_scalar)
-    assert hasattr(entry.fire, "words")           # the trampoline's block
+    assert type(entry.fire) is Thunk
     a, b = client.create(np.ones(N)), client.create(np.zeros(N))
     s1 = client.set_stream(cube.StreamId.new())
     s2 = client.set_stream(cube.StreamId.new())
@@ -459,4 +461,4 @@ def test_a_hot_warm_launch_and_its_cross_stream_waits_switch_to_compiled_calls(c
     np.testing.assert_array_equal(client.read(a), np.full(N, 1.0 + rounds))
     streams = client.server.streams
     cs1, cs2 = streams.serving(s1.stream_id), streams.serving(s2.stream_id)
-    assert hasattr(cs1.waiters[cs2][0], "words") and hasattr(cs2.waiters[cs1][0], "words")
+    assert all(type(call) is Thunk for call in cs1.waiters[cs2] + cs2.waiters[cs1])
