@@ -5,6 +5,10 @@ calling a Numba dispatcher from Python types that argument on every call: about 
 2-core development VM, the largest single cost of a warm launch after the driver's own. A ctypes
 function pointer called with *no* argument converts nothing and costs about half that. So the
 block's address must be a constant of the code itself, which makes one function per block.
+Measured (``benchmarks/bench_cuda.py`` section 1b, 2026-12-03): on H200 hosts (Python 3.12,
+where a dispatcher call is cheaper) a whole warm launch costs 0.89-1.02x of the same launch
+through the trampoline, a cross-stream record-and-wait 0.44-0.83 us against 0.51-0.92 us; on the
+development VM (Python 3.11, ``bench_launch_python.py``) a warm launch 0.3-1.0 us less.
 
 Compiling one through Numba costs tens of milliseconds, so they are made in batches with
 llvmlite (the LLVM Numba itself runs on), without Numba's pipeline: a batch of ``SLOTS`` slots of
