@@ -25,7 +25,8 @@ from __future__ import annotations
 from llvmlite import ir
 
 __all__ = ["BLOCK_WORDS", "PAIR_WORDS", "WAIT_SHIFT", "LAUNCH_PARAMS", "COOPERATIVE_PARAMS",
-           "emit_launch", "emit_record", "emit_wait", "emit_record_and_wait"]
+           "emit_launch", "emit_kernel_launch", "emit_cooperative_launch", "emit_record", "emit_wait",
+           "emit_record_and_wait"]
 
 #: 64-bit words of a launch block.
 BLOCK_WORDS = 12
@@ -57,6 +58,16 @@ def emit_launch(builder, words, nparams: int):
     entry = builder.inttoptr(loaded[0], prototype.as_pointer())
     values = [v if w is I64 else builder.trunc(v, I32) for v, w in zip(loaded[1:], widths)]
     return builder.call(entry, values)
+
+
+def emit_kernel_launch(builder, words):
+    """cuLaunchKernel through a launch block (``emit_launch`` with its 11 parameters)."""
+    return emit_launch(builder, words, LAUNCH_PARAMS)
+
+
+def emit_cooperative_launch(builder, words):
+    """cuLaunchCooperativeKernel through a launch block (10 parameters: no ``extra``)."""
+    return emit_launch(builder, words, COOPERATIVE_PARAMS)
 
 
 def _emit_pair_call(builder, words, entry_word: int, arg_words: tuple, widths: tuple):

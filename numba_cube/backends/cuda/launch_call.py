@@ -61,8 +61,8 @@ def _block_intrinsic(emit):
     return intrinsic(typer)
 
 
-_call_launch = _block_intrinsic(lambda b, w: call_ir.emit_launch(b, w, call_ir.LAUNCH_PARAMS))
-_call_cooperative = _block_intrinsic(lambda b, w: call_ir.emit_launch(b, w, call_ir.COOPERATIVE_PARAMS))
+_call_launch = _block_intrinsic(call_ir.emit_kernel_launch)
+_call_cooperative = _block_intrinsic(call_ir.emit_cooperative_launch)
 _call_record_and_wait = _block_intrinsic(call_ir.emit_record_and_wait)
 _call_wait = _block_intrinsic(call_ir.emit_wait)
 

@@ -49,9 +49,8 @@ SLOTS = 16
 
 #: kind -> (words per block, the emitters of its functions, in the order ``make`` returns them)
 KINDS = {
-    "launch": (call_ir.BLOCK_WORDS, (lambda b, w: call_ir.emit_launch(b, w, call_ir.LAUNCH_PARAMS),)),
-    "cooperative": (call_ir.BLOCK_WORDS,
-                    (lambda b, w: call_ir.emit_launch(b, w, call_ir.COOPERATIVE_PARAMS),)),
+    "launch": (call_ir.BLOCK_WORDS, (call_ir.emit_kernel_launch,)),
+    "cooperative": (call_ir.BLOCK_WORDS, (call_ir.emit_cooperative_launch,)),
     "waiter": (call_ir.PAIR_WORDS, (call_ir.emit_record_and_wait, call_ir.emit_wait)),
 }
 
