@@ -508,17 +508,16 @@ def test_dispatcher_is_accepted_and_bad_ndims_raise():
 
 
 def test_memoised():
-    """The second analysis of the same (function, ndims) is a cache hit: identical result, in
-    well under a millisecond."""
+    """The second analysis of the same (function, ndims) is a cache hit: the very object the
+    first returned, where an analysis after the cache is cleared builds an equal, new one.
+    (No timing: a test must not depend on the machine being idle.)"""
     io_analysis._clear_cache()
-    t0 = time.perf_counter()
     first = io(matmul, 2, 2, 2)
-    cold = time.perf_counter() - t0
-    t0 = time.perf_counter()
     second = io(matmul, 2, 2, 2)
-    warm = time.perf_counter() - t0
     assert second is first
-    assert warm < 1e-3 < cold or warm < cold / 10
+    io_analysis._clear_cache()
+    fresh = io(matmul, 2, 2, 2)
+    assert fresh == first and fresh is not first
 
 
 def test_cold_analysis_is_cheap():
