@@ -41,7 +41,7 @@ from pathlib import Path
 import numba
 import numpy as np
 
-from numba_cube.backends.cpu import bounds, privatize, scan_idiom
+from numba_cube.backends.cpu import bounds, lockstep, privatize, scan_idiom
 from numba_cube.backends.cpu import resolve as rs
 from numba_cube.backends.cpu.analysis import Purity, remat_definitions
 from numba_cube.backends.cpu.fission import CubeKernel
@@ -161,6 +161,11 @@ class Unit:
             self._patch_calls(low, needs)
         kernel_needs = set(kernel.hidden_used).union(
             *(needs[id(c.py_func)] for _, c in kernel.device_calls))
+        # units that exchange values through memory inside a region run it in lockstep
+        writes = {alias: lockstep.written_parameters(low.params, low.body)
+                  for alias, _, low in self.devices.values()}
+        lockstep.insert_lockstep_points(
+            kernel.body, {d.name for d in kernel.shared} | set(kernel.params), writes)
         # before the shapes see the body: the private copies are parameters of the chunk body
         self.privatized = privatize.privatize(kernel, self.env)
         if self.privatized:

@@ -8,7 +8,8 @@ Every such name contains ``__`` (user identifiers may not, see ``frontend.check_
 - markers the lowering leaves for later passes: the barrier statement ``__syncthreads()``, the
   warp exchange ``__exchange__('<op>', k, <operand names>)`` (operands mostly in
   ``__xm<k>``/``__xv<k>``/``__xb<k>``, results in ``__xr<k>``/``__xp<k>``, see ``warps.py``),
-  the grid sync ``__gridsync__()``, local array declarations ``x = __local__('x')``, the counters ``__sacc<k>`` of syncthreads_count/and/or;
+  the grid sync ``__gridsync__()``, the lockstep point ``__lockstep__()`` (``lockstep.py``: a
+  split without a barrier's agreement check, where units exchange values through memory), local array declarations ``x = __local__('x')``, the counters ``__sacc<k>`` of syncthreads_count/and/or;
 - the run-time masks of ``if``/``while`` statements whose condition is not provably uniform,
   ``__m<k>``, and a unit's slot in per-unit arrays, ``__slot`` (``plan.py``, ``fission.py``);
 - ``__nn(x)``: ``support.assume_nonneg``, wrapped around index arithmetic that is non-negative by
@@ -36,6 +37,8 @@ GRID_UNIFORM_IDS = frozenset(BLOCK_DIMS + GRID_DIMS)
 BARRIER = "__syncthreads"
 EXCHANGE = "__exchange__"
 GRID_SYNC = "__gridsync__"
+#: a split point the translator inserts where a region's units exchange values through memory
+LOCKSTEP = "__lockstep__"
 #: a unit's index in the per-unit ``[slots]`` arrays of the generated chunk
 SLOT = "__slot"
 LOCAL_MARKER = "__local__"
@@ -72,9 +75,15 @@ def is_grid_sync(stmt: ast.stmt) -> bool:
     return _marker(stmt) == GRID_SYNC
 
 
+def is_lockstep(stmt: ast.stmt) -> bool:
+    """Is ``stmt`` a lockstep point (``lockstep.py``)?"""
+    return _marker(stmt) == LOCKSTEP
+
+
 def is_split(stmt: ast.stmt) -> bool:
-    """Does ``stmt`` end a region: a barrier, a warp exchange or a grid sync?"""
-    return _marker(stmt) in (BARRIER, EXCHANGE, GRID_SYNC)
+    """Does ``stmt`` end a region: a barrier, a warp exchange, a grid sync or a lockstep
+    point?"""
+    return _marker(stmt) in (BARRIER, EXCHANGE, GRID_SYNC, LOCKSTEP)
 
 
 def contains_barrier(node: ast.AST) -> bool:

@@ -46,7 +46,7 @@ from numba_cube.backends.cpu.analysis import (Liveness, Purity, assignment_sourc
                                               uniform_with_masks)
 from numba_cube.backends.cpu.frontend import SourceFunction
 from numba_cube.backends.cpu.hidden import (ACC_PREFIX, SLOT, contains_barrier, exchange_of,
-                                           is_barrier, is_grid_sync)
+                                           is_barrier, is_grid_sync, is_lockstep)
 from numba_cube.backends.cpu.warps import WARP_OPS, temp
 from numba_cube.backends.cpu.warps_loops import RangeLoops
 
@@ -196,6 +196,8 @@ class Splitter:
                     check = Check("barrier" if is_barrier(s) else "grid", ctx, s)
                     self.checks.append(check)
                     out.append(check)
+            elif is_lockstep(s):          # (lockstep.py) no agreement to check: a unit that
+                flush()                   # skips it only skips the statements around it
             elif exchange is not None:
                 flush()
                 out.append(self._exchange(*exchange, ctx, s))
