@@ -10,7 +10,11 @@ own (``<name>__dev``); a call is *inlined* instead when
 - the callee (or a device function it calls, transitively) uses shared memory or a barrier: the
   barrier has to split the kernel's unit loop, and the shared array belongs to the cube;
 - or an argument is a compile-time object that is no run-time value (a function, a dtype);
-- or a constant argument is used as an array shape in the callee.
+- or a constant argument is used as an array shape in the callee;
+- or the caller passes one of its shared arrays to a parameter the callee both stores into
+  and reads at another index: units may exchange values through it without a barrier (a
+  warp-synchronous reduction's ``warp_reduce(sdata, tid)``), and ``lockstep.py`` must see those
+  statements to keep the GPU's order.
 
 ``expand`` does it: compile-time arguments are bound as *static* names of a fresh copy of the
 callee (``SourceFunction.with_static``: they resolve like closure variables), run-time arguments
@@ -127,16 +131,35 @@ def cube_level_use(state: InlineState, fn: SourceFunction, visiting=()) -> str |
     return found
 
 
-def inline_reason(state: InlineState, callee: SourceFunction, binding: Binding) -> str | None:
-    """Why this call must be inlined, or None for an ordinary ``<name>__dev`` call."""
+def inline_reason(state: InlineState, callee: SourceFunction, binding: Binding,
+                  owned: frozenset = frozenset()) -> str | None:
+    """Why this call must be inlined, or None for an ordinary ``<name>__dev`` call.
+    ``owned``: the caller's shared (and local) array names."""
     for p, value in binding.static.items():
         if value.cuda_path is not None or not constexpr.is_constant_value(value.obj):
             return f"its argument {p!r} is a compile-time object"
     shapes = _shape_params(callee) & set(binding.static)
     if shapes:
         return f"its argument {sorted(shapes)[0]!r} is an array shape"
+    for p, expr in binding.runtime:
+        if isinstance(expr, ast.Name) and expr.id in owned and _exchanges_through(callee, p):
+            return (f"it stores into the shared array passed as {p!r} and reads it at another "
+                    "index (units may exchange values there: lockstep.py must see it)")
     use = cube_level_use(state, callee)
     return None if use is None else f"it uses {use}"
+
+
+def _exchanges_through(callee: SourceFunction, param: str) -> bool:
+    """Does ``callee`` store into ``param[...]`` and load ``param[...]`` at another index?"""
+    stores, loads = set(), set()
+    for n in ast.walk(callee.node):
+        if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) \
+                and n.value.id == param:
+            (stores if isinstance(n.ctx, ast.Store) else loads).add(ast.dump(n.slice))
+        if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Subscript) \
+                and isinstance(n.target.value, ast.Name) and n.target.value.id == param:
+            loads.add(ast.dump(n.target.slice))
+    return bool(stores) and bool(loads - stores or len(stores) > 1)
 
 
 def expand(caller, obj, call: ast.Call) -> ast.expr | None:
@@ -149,7 +172,7 @@ def expand(caller, obj, call: ast.Call) -> ast.expr | None:
     if starred and callee.vararg is None and cube_level_use(state, callee) is None:
         return None          # an ordinary call f(*t): Numba types it, as before
     binding = bind(caller, callee, call)
-    reason = inline_reason(state, callee, binding)
+    reason = inline_reason(state, callee, binding, frozenset(caller.owned))
     if reason is None:
         if callee.vararg is not None:
             raise caller.fn.error(f"device function {callee.name!r} has a *{callee.vararg} "

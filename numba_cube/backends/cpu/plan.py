@@ -1,7 +1,9 @@
 """The fission plan of a kernel with split points: which code runs once per cube, which per unit.
 
 ``split`` walks the lowered kernel body and cuts it at every *split point* -- a barrier, a warp
-exchange (``warps.py``) or a grid sync -- into *regions*: maximal split-free runs of statements that
+exchange (``warps.py``), a grid sync, or a lockstep point (``lockstep.py``: where units exchange
+values through memory; it splits like a barrier but, under a mask, checks no agreement) -- into
+*regions*: maximal split-free runs of statements that
 the generated code executes as ``for unit in cube: <region>``. What is left between regions runs
 once per cube:
 
@@ -46,7 +48,7 @@ from numba_cube.backends.cpu.analysis import (Liveness, Purity, assignment_sourc
                                               uniform_with_masks)
 from numba_cube.backends.cpu.frontend import SourceFunction
 from numba_cube.backends.cpu.hidden import (ACC_PREFIX, SLOT, contains_barrier, exchange_of,
-                                           is_barrier, is_grid_sync, is_lockstep)
+                                           is_barrier, is_grid_sync, is_lockstep, is_split)
 from numba_cube.backends.cpu.warps import WARP_OPS, temp
 from numba_cube.backends.cpu.warps_loops import RangeLoops
 
@@ -138,6 +140,7 @@ class Splitter:
         self.exchanges: list[Exchange] = []
         self.checks: list[Check] = []
         self._loop_ctx: list = []          # the mask each enclosing cube-level loop runs under
+        self._loops: list = []             # the enclosing cube-level loops themselves
 
     def _uniform_stmt(self, s) -> bool:
         src = assignment_sources(s)
@@ -156,6 +159,14 @@ class Splitter:
         barrier = next((n for n in ast.walk(stmt) if isinstance(n, ast.stmt) and is_barrier(n)),
                        None)
         cond_line = self.fn.user_line(stmt)
+        if only_lockstep_points(stmt):
+            raise self.fn.error(
+                f"units of a cube exchange values through memory without a barrier inside a "
+                f"{what} (line {cond_line}) that is not cube-uniform: the CPU backend runs such "
+                "code statement by statement across the cube, as a warp does, and cannot here; "
+                "put cuda.syncwarp() or cuda.syncthreads() between the statements that write and "
+                f"read, or make the {what} cube-uniform",
+                "warp-synchronous memory exchange under a unit-dependent " + what, stmt)
         if barrier is not None or contains_barrier(stmt):
             raise self.fn.error(
                 f"cuda.syncthreads() under a unit-dependent {what}: the {what} on line "
@@ -165,10 +176,20 @@ class Splitter:
                 "cuda.syncthreads() under a unit-dependent condition",
                 barrier if barrier is not None else stmt)
         self._refuse_flow(next(n for n in ast.walk(stmt) if isinstance(n, (ast.Break,
-                                                                        ast.Continue))))
+                                                                        ast.Continue))),
+                          self._loops[-1] if self._loops else None)
 
-    def _refuse_flow(self, flow):
+    def _refuse_flow(self, flow, loop=None):
         kw = type(flow).__name__.lower()
+        if loop is not None and only_lockstep_points(loop):
+            raise self.fn.error(
+                f"'{kw}' under a unit-dependent condition in a loop where units of a cube "
+                "exchange values through memory without a barrier: the CPU backend runs such "
+                "code statement by statement across the cube, as a warp does, and cannot when "
+                "units leave the loop at different times; put cuda.syncwarp() or "
+                "cuda.syncthreads() between the statements that write and read, or make the "
+                "condition cube-uniform",
+                "warp-synchronous memory exchange in a loop with a unit-dependent exit", flow)
         raise self.fn.error(
             f"'{kw}' under a unit-dependent condition would leave a loop that contains a barrier "
             "or warp intrinsic (its condition is not cube-uniform)",
@@ -203,7 +224,7 @@ class Splitter:
                 out.append(self._exchange(*exchange, ctx, s))
             elif isinstance(s, (ast.Break, ast.Continue)):
                 if not self._loop_ctx or self._loop_ctx[-1] != ctx:
-                    self._refuse_flow(s)
+                    self._refuse_flow(s, self._loops[-1] if self._loops else None)
                 flush()
                 out.append(Flow(s))
             elif is_cube_control(s) and id(s) in self.masked:
@@ -246,10 +267,12 @@ class Splitter:
                                 "intrinsic needs a cube-uniform condition on the CPU backend",
                                 "while/else under a run-time condition", s)
         self._loop_ctx.append("masked")     # no break/continue may leave a masked loop
+        self._loops.append(s)
         try:
             body = self.split(s.body + [_mask_eval(mask, s.test, 0, s)], (mask, 1))
         finally:
             self._loop_ctx.pop()
+            self._loops.pop()
         return MaskedWhile(mask, s, body)
 
     def _control(self, s, ctx):
@@ -265,10 +288,19 @@ class Splitter:
                                     "plain name that is not assigned elsewhere in the kernel",
                                     "loop variable of a cube-level loop", s)
         self._loop_ctx.append(ctx)
+        self._loops.append(s)
         try:
             return Ctrl(s, self.split(s.body, ctx), self.split(s.orelse, ctx))
         finally:
             self._loop_ctx.pop()
+            self._loops.pop()
+
+
+def only_lockstep_points(node: ast.AST) -> bool:
+    """Are the split points inside ``node`` all lockstep points (``lockstep.py``), no barrier,
+    warp intrinsic or grid sync the user wrote?"""
+    splits = [n for n in ast.walk(node) if isinstance(n, ast.stmt) and is_split(n)]
+    return bool(splits) and all(is_lockstep(n) for n in splits)
 
 
 def _stmt(src: str) -> ast.stmt:
