@@ -94,7 +94,9 @@ cuda.cbrt; cuda.popc/clz/ffs/brev and x.bit_count() (bitops.py); float16 arrays,
 shared/local arrays with numba-cuda's per-operation rounding, and cuda.fp16.* (half.py, fp16.py,
 fp16_functions.py); math.fmod/remainder/nextafter/modf (mathcalls.py); vector types such as
 cuda.float32x4 (vectors.py); record dtypes in global constant arrays and shared/local arrays
-(records.py, dtypes.py); debug=True exceptions that name the raising unit (raises.py); early return (with barriers: later regions skip exited units); per-unit values of any
+(records.py, dtypes.py); debug=True exceptions that name the raising unit (raises.py); warp-synchronous memory
+exchange (units of a region reading what others write there without a barrier) run in lockstep
+across the cube, loads of a statement before its stores (lockstep.py); early return (with barriers: later regions skip exited units); per-unit values of any
 type (numbers, array views, tuples) live across barriers; device functions (cuda.jit(device=True),
 with or without signature, cuda.jit kernels called from a kernel, and numba njit functions),
 recursively, translated into the same module, and inlined where they declare shared memory,
@@ -104,7 +106,8 @@ constants and local names assigned once; math.*, NumPy functions and scalar type
 arrays frozen into the generated text; the numba.cuda simulator's module.
 
 Refused with CompileError (construct + line): a barrier or warp intrinsic in a 'for' loop over
-a range that is not provably cube-uniform; break/continue that would leave a loop containing a
+a range that is not provably cube-uniform; warp-synchronous memory exchange in a loop that units
+leave at different rounds (break/continue under a unit-dependent condition); break/continue that would leave a loop containing a
 barrier under a unit-dependent condition; recursion, 'return' inside a loop, or a lazily
 evaluated call (and/or, while condition) of an inlined device function; warp intrinsics and
 barrier reductions in conditionally evaluated expressions (right of and/or, x if c else y);
