@@ -9,6 +9,9 @@ ids/dims, array shapes/sizes, other uniform names and pure calls -- and no memor
 (subscripts), except of ``.shape``/``.strides``. Uniform values are computed once per cube; they are
 the only ones a barrier's enclosing ``if``/``while``/``for`` may test. This is stricter than CUDA
 (which only needs all threads to arrive) and the same rule KernelAbstractions and PoCL use.
+Shared and local arrays reach the rule through names that are not uniform (one is declared outside
+the lowered body, the other per unit), so their constant shapes are folded in first where that
+makes cube-level code uniform (``constshapes``: ``range(round(math.log2(sm.size)))``).
 
 With split points under conditions the rule cannot prove uniform (``plan.py``'s run-time masks),
 ``uniform_with_masks`` iterates the rule to a fixpoint, leaving the masked bodies out.

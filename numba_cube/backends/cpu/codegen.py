@@ -41,7 +41,7 @@ from pathlib import Path
 import numba
 import numpy as np
 
-from numba_cube.backends.cpu import bounds, lockstep, privatize, scan_idiom
+from numba_cube.backends.cpu import bounds, constshapes, lockstep, privatize, scan_idiom
 from numba_cube.backends.cpu import resolve as rs
 from numba_cube.backends.cpu.analysis import Purity, remat_definitions
 from numba_cube.backends.cpu.fission import CubeKernel
@@ -278,6 +278,9 @@ class Unit:
         if not grid:            # a grid sync keeps every cube's state: no cube-level shortcut
             kernel.body = scan_idiom.rewrite(kernel.body, kernel.params, kernel.shared, purity,
                                              self.env)
+        # sm.size, len(sm) of shared/local arrays are constants: uniform loop bounds
+        constshapes.fold_uniform_shapes(kernel.body, constshapes.constant_shapes(kernel), seed,
+                                        purity)
         plan = build_cube_plan(self.kernel_fn, kernel.body, seed, purity, grid)
         invariant = set(HIDDEN_IDS) | set(kernel.params)
         remat = remat_definitions(kernel.body, invariant, purity)

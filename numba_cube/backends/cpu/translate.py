@@ -34,7 +34,8 @@ How a kernel is translated (details in the modules named):
    with the ``if i < n`` guard hoisted into the loop bounds); others: ``plan`` + ``fission``
    (``prange`` over cubes, a unit loop per region between barriers and warp exchanges, run-time
    masks where uniformity is not proven: ``warps_emit``, ``warps_runtime``; uniformity and
-   liveness analyses from ``analysis``; dynamic shared memory: ``dynshared``).
+   liveness analyses from ``analysis``, shared/local array shapes as constants there:
+   ``constshapes``; dynamic shared memory: ``dynshared``).
 4. ``codegen`` prints the module; ``codecache`` writes it under its content hash and imports it.
 
 A warm start skips steps 1-4: given the kernel's id, ``build_program`` looks the translation up
@@ -77,7 +78,8 @@ def __getattr__(name: str):
 SUPPORTED = """\
 Supported: cuda.threadIdx/blockIdx/blockDim/gridDim .x/.y/.z; cuda.grid(n) and cuda.gridsize(n)
 for n = 1, 2, 3 (tuples for 2 and 3); cuda.warpsize (32), cuda.laneid; cuda.syncthreads() at
-kernel level or inside if/while/for (deep fission), under if/while conditions the translator
+kernel level or inside if/while/for (deep fission; loop bounds from constants, shared/local array
+shapes and pure math of those are uniform: constshapes.py), under if/while conditions the translator
 cannot prove cube-uniform too, checked at run time (units that disagree fail the launch with
 DivergenceError naming the line); cuda.syncthreads_count/and/or, also inside expressions;
 warps of 32 lanes by linear thread id: cuda.shfl_sync/shfl_up_sync/shfl_down_sync/shfl_xor_sync,
