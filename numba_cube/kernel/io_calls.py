@@ -61,10 +61,22 @@ class CallsMixin:
         """A call the analysis does not model: the elements passed to it escape (a record is a
         reference into its array); the arrays and tuples are left unclaimed, so that the
         walker's catch-all makes them unknown."""
-        for var in list(e.args) + [var for _, var in e.kws]:
+        stack = list(e.args) + [var for _, var in e.kws] + [e.vararg] * (e.vararg is not None)
+        seen: set[str] = set()
+        while stack:
+            var = stack.pop()
+            if var.name in seen:
+                continue
+            seen.add(var.name)
             ref = self.ref(var)
             if ref is not None and ref.kind == "elem":
                 self.use(var, ref, "?")
+            # f((a[i], b)): elements in a tuple are not tracked (io_walk), so look inside it.
+            for d in self.defs.defs.get(var.name, ()):
+                if isinstance(d, ir.Var):
+                    stack.append(d)
+                elif isinstance(d, ir.Expr) and d.op == "build_tuple":
+                    stack.extend(d.items)
         return None
 
     def apply(self, rule: Rule, positional: list, e: ir.Expr) -> Ref | None:
@@ -158,6 +170,7 @@ class CallsMixin:
             return None
         self.handled.add(e.func.name)
         params: frozenset[int] = frozenset()
+        elems: frozenset[int] = frozenset()
         for k, var in enumerate(slots):
             ref = self.ref(var)
             if ref is None:
@@ -166,5 +179,11 @@ class CallsMixin:
             self.use(var, ref, "?" if effect is None else effect)
             if k in summary.returns and ref.kind == "array":
                 params |= ref.params
-        return Ref(params, "array", summary.ret_ndim) if params else None
+            if k in summary.ret_elems:
+                elems |= ref.params                   # an element of it, or the record itself
+        if params and elems:
+            return Ref(params | elems, "mixed")       # an array or an element: uses escape
+        if params:
+            return Ref(params, "array", summary.ret_ndim)
+        return Ref(elems, "elem") if elems else None
 

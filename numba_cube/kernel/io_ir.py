@@ -53,13 +53,14 @@ class Ref:
 @dataclass(frozen=True)
 class Summary:
     """Per parameter "r" / "w" / "rw" / "" / None (unknown), plus the parameters whose view the
-    function may return (so that a caller can track the call's result as an alias). Entries of
-    scalar parameters are kept too ("w": a record written through its fields); the public
-    answer blanks them."""
+    function may return and those whose element it may return (so that a caller can track the
+    call's result as an alias, or as a record of its array). Entries of scalar parameters are
+    kept too ("w": a record written through its fields); the public answer blanks them."""
 
     effects: tuple[str | None, ...]
     returns: frozenset[int] = frozenset()
     ret_ndim: int | None = None
+    ret_elems: frozenset[int] = frozenset()
 
 
 # summarise(py_func, ndims) -> Summary, or None when the callee cannot be analysed here

@@ -379,3 +379,28 @@ def test_device_function_wrapping_a_builtin_keeps_its_caller_exact():
         out[i] = dev_sin(x[i])
 
     assert io(k, 1, 1) == ("r", "w")
+
+
+def test_records_returned_by_a_device_function_or_passed_in_a_tuple():
+    """A device function returning ``a[i]`` hands back a reference when it is a record: a field
+    stored through the result writes ``a``, while arithmetic on it stays a read; an element
+    inside a tuple handed to an unmodelled callee escapes like one handed to it directly."""
+    @cuda.jit(device=True)
+    def get(a, i):
+        return a[i]
+
+    def store_field(a, out):
+        r = get(a, 0)
+        r.x = 1.0
+        out[0] = 1
+
+    def arithmetic(a, out):
+        out[0] = get(a, 0) + 1
+
+    def in_a_tuple(a, idx, out):
+        out[0] = a[(idx[0], idx[1])]               # a tuple index built of elements: values
+        ov_target((a[0, 0], 1))
+
+    assert io(store_field, 1, 1) == ("rw", "w")
+    assert io(arithmetic, 1, 1) == ("r", "w")
+    assert io(in_a_tuple, 2, 1, 1) == (IO_UNKNOWN, "r", "w")
