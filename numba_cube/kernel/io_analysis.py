@@ -22,9 +22,9 @@ noise), so the analysis is conservative in that direction everywhere.
 How: Numba's untyped IR (``run_frontend``: no typing, no GPU, no source text needed), an alias
 analysis that follows views of the parameters (slices, rows of a 2-D array, ``reshape``, ``.T``,
 ...) and recursion into device functions. Modules: ``io_walk`` (aliases and effects),
-``io_calls`` (calls, device functions), ``io_rules`` (what known callees do), ``io_cuda``
-(numba.cuda's builtins, by identity), ``io_ir`` (IR queries and records), ``io_typed``
-(``confirm_writes``: an exact, slower check of writes).
+``io_calls`` (calls, device functions), ``io_rules`` (what known callees do; anything else is
+unknown), ``io_cuda`` (numba.cuda's builtins, by identity, named by path), ``io_ir`` (IR
+queries and records), ``io_typed`` (``confirm_writes``: an exact, slower check of writes).
 Flow-insensitive: "w" means "may be written somewhere", not "every element is overwritten".
 About 2-8 ms per kernel, mostly ``run_frontend``, once: results are memoised per (function,
 its fingerprint, ndims). The fingerprint (``identity.py``: what the function reads, device

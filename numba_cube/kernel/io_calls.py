@@ -3,7 +3,10 @@
 The callee is a bound method of a tracked array (``a.reshape``), a numba.cuda builtin, a device
 function (``cuda.jit(device=True)`` or ``njit``: analysed recursively, its summary mapped back
 onto the caller's arguments), or another object looked up in ``io_rules``. An unknown callee
-claims nothing, so the walker's catch-all reports every array passed to it as unknown.
+(an ``@intrinsic``, an ``@overload``-ed or ``register_jitable`` Python function, a foreign
+function, ``cuda.declare_device``, a callee that cannot be resolved) claims no array, so the
+walker's catch-all reports every array passed to it as unknown; ``escape`` does the same for the
+elements passed to it, since an element of a record array is a reference into the array.
 """
 
 from __future__ import annotations
@@ -13,7 +16,8 @@ import types as pytypes
 from numba.core import ir
 
 from .io_ir import ANY_NDIM, INDEX, TUPLE, UNRESOLVED, CudaPath, Ref
-from .io_rules import METHOD_RULES, Rule, is_cuda_object, rule_for_cuda_path, rule_for_object
+from .io_cuda import is_cuda_object
+from .io_rules import METHOD_RULES, Rule, rule_for_cuda_path, rule_for_object
 
 __all__ = ["CallsMixin"]
 
@@ -28,7 +32,13 @@ class CallsMixin:
         func = self.ref(e.func)
         if func is not None:
             if func.kind != "method":
-                return None
+                # x[i].conjugate() is a method of a number; a[i].field.fill(0) may write an
+                # array field of a record: the record's array escapes.
+                d = self.defs.defs.get(e.func.name, ())
+                if func.kind != "elem" or any(not (isinstance(v, ir.Expr) and v.op == "getattr")
+                                              or self._is_field(v.value) for v in d):
+                    self.use(e.func, func, "?")
+                return self.escape(e)
             self.use(e.func, func, "")
             base = Ref(func.params, "array", func.ndim)
             return self.apply(METHOD_RULES[func.method], [(None, base)] + self._refs(e.args), e)
@@ -36,25 +46,47 @@ class CallsMixin:
         if isinstance(target, CudaPath):
             return self.apply(rule_for_cuda_path(target), self._refs(e.args), e)
         if target is UNRESOLVED:
-            return None
+            return self.escape(e)
         if not is_cuda_object(target):
             py_func = getattr(target, "py_func", None)
             if isinstance(py_func, pytypes.FunctionType):
                 return self.device_call(py_func, e)
         rule = rule_for_object(target)
-        return None if rule is None else self.apply(rule, self._refs(e.args), e)
+        return self.escape(e) if rule is None else self.apply(rule, self._refs(e.args), e)
 
     def _refs(self, vars_) -> list:
         return [(var, self.ref(var)) for var in vars_]
 
+    def escape(self, e: ir.Expr) -> None:
+        """A call the analysis does not model: the elements passed to it escape (a record is a
+        reference into its array); the arrays and tuples are left unclaimed, so that the
+        walker's catch-all makes them unknown."""
+        stack = list(e.args) + [var for _, var in e.kws] + [e.vararg] * (e.vararg is not None)
+        seen: set[str] = set()
+        while stack:
+            var = stack.pop()
+            if var.name in seen:
+                continue
+            seen.add(var.name)
+            ref = self.ref(var)
+            if ref is not None and ref.kind == "elem":
+                self.use(var, ref, "?")
+            # f((a[i], b)): elements in a tuple are not tracked (io_walk), so look inside it.
+            for d in self.defs.defs.get(var.name, ()):
+                if isinstance(d, ir.Var):
+                    stack.append(d)
+                elif isinstance(d, ir.Expr) and d.op == "build_tuple":
+                    stack.extend(d.items)
+        return None
+
     def apply(self, rule: Rule, positional: list, e: ir.Expr) -> Ref | None:
         for pos, (var, ref) in enumerate(positional):
             if ref is not None:
-                self.use(var, ref, rule.effect(pos))
+                self.use(var, ref, self._effect(var, ref, rule.effect(pos)))
         for name, var in e.kws:
             ref = self.ref(var)
             if ref is not None:
-                self.use(var, ref, "w" if name == "out" else rule.default)
+                self.use(var, ref, "w" if name == "out" else self._effect(var, ref, rule.default))
         first = positional[0][1] if positional else None
         if rule.view is None or first is None or first.kind != "array":
             return None
@@ -67,6 +99,27 @@ class CallsMixin:
         else:
             ndim = None
         return Ref(first.params, "array", ndim)
+
+    def _effect(self, var: ir.Var | None, ref: Ref, effect: str) -> str:
+        # "?" is a position where the callee takes a value: an element there is that value,
+        # unless it is a field of a record, which may be an array.
+        if effect == "?" and ref.kind == "elem" and not self._is_field(var):
+            return ""
+        return effect
+
+    def _is_field(self, var: ir.Var | None, depth: int = 0) -> bool:
+        """Whether ``var`` may hold a field of a record (``a[i].x``, ``a[i]["x"]``): a getattr
+        or a getitem on an element."""
+        if var is None or depth > 8:
+            return False
+        for d in self.defs.defs.get(var.name, ()):
+            if isinstance(d, ir.Var) and self._is_field(d, depth + 1):
+                return True
+            if isinstance(d, ir.Expr) and d.op in ("getattr", "getitem", "static_getitem"):
+                base = self.ref(d.value)
+                if base is not None and base.kind == "elem":
+                    return True
+        return False
 
     def reshape_ndim(self, shape_args: list, e: ir.Expr) -> int | None:
         kws = dict(e.kws)
@@ -84,21 +137,21 @@ class CallsMixin:
         """Map a device function's summary back onto the caller's arrays."""
         code = py_func.__code__
         if code.co_flags & (_CO_VARARGS | _CO_VARKEYWORDS) or code.co_kwonlyargcount:
-            return None
+            return self.escape(e)
         names = code.co_varnames[:code.co_argcount]
         slots: list[ir.Var | None] = [None] * len(names)
         if len(e.args) > len(names) or e.vararg is not None or e.varkwarg is not None:
-            return None
+            return self.escape(e)
         slots[:len(e.args)] = e.args
         for name, var in e.kws:
             if name not in names:
-                return None
+                return self.escape(e)
             slots[names.index(name)] = var
         ndims = []
         for var in slots:
             ref = self.ref(var)
             if ref is not None and ref.kind not in ("array", "elem"):
-                return None                           # a tuple of arrays into a callee: escape
+                return self.escape(e)                 # a tuple of arrays into a callee: escape
             if ref is not None and ref.kind == "array":
                 if ref.ndim is None and any(self.ndims[p] == TUPLE for p in ref.params
                                             if p < len(self.ndims)):
@@ -117,6 +170,7 @@ class CallsMixin:
             return None
         self.handled.add(e.func.name)
         params: frozenset[int] = frozenset()
+        elems: frozenset[int] = frozenset()
         for k, var in enumerate(slots):
             ref = self.ref(var)
             if ref is None:
@@ -125,5 +179,11 @@ class CallsMixin:
             self.use(var, ref, "?" if effect is None else effect)
             if k in summary.returns and ref.kind == "array":
                 params |= ref.params
-        return Ref(params, "array", summary.ret_ndim) if params else None
+            if k in summary.ret_elems:
+                elems |= ref.params                   # an element of it, or the record itself
+        if params and elems:
+            return Ref(params | elems, "mixed")       # an array or an element: uses escape
+        if params:
+            return Ref(params, "array", summary.ret_ndim)
+        return Ref(elems, "elem") if elems else None
 

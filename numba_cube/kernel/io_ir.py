@@ -12,7 +12,7 @@ from typing import Callable
 
 from numba.core import ir
 
-from .io_cuda import is_cuda_namespace, is_cuda_object
+from .io_cuda import cuda_path, namespace_prefix
 
 __all__ = ["ANY_NDIM", "INDEX", "TUPLE", "Ref", "Summary", "Summarise", "CudaPath", "UNRESOLVED", "Defs"]
 
@@ -34,8 +34,9 @@ class Ref:
     or iterator; None when unknown.
 
     Elements are tracked only for one thing: an element may be a *record*, a reference into
-    its array, so ``a[i].x = 1`` (or a device function doing ``r.x = 1`` on it) writes ``a``.
-    Every other use of an element is a use of a value and is ignored.
+    its array, so ``a[i].x = 1`` (or a device function doing ``r.x = 1`` on it) writes ``a``,
+    and ``a[i]`` handed to a call the analysis does not model makes ``a`` unknown. Every other
+    use of an element is a use of a value and is ignored.
     """
 
     params: frozenset[int]
@@ -52,13 +53,14 @@ class Ref:
 @dataclass(frozen=True)
 class Summary:
     """Per parameter "r" / "w" / "rw" / "" / None (unknown), plus the parameters whose view the
-    function may return (so that a caller can track the call's result as an alias). Entries of
-    scalar parameters are kept too ("w": a record written through its fields); the public
-    answer blanks them."""
+    function may return and those whose element it may return (so that a caller can track the
+    call's result as an alias, or as a record of its array). Entries of scalar parameters are
+    kept too ("w": a record written through its fields); the public answer blanks them."""
 
     effects: tuple[str | None, ...]
     returns: frozenset[int] = frozenset()
     ret_ndim: int | None = None
+    ret_elems: frozenset[int] = frozenset()
 
 
 # summarise(py_func, ndims) -> Summary, or None when the callee cannot be analysed here
@@ -67,8 +69,9 @@ Summarise = Callable[[pytypes.FunctionType, tuple], "Summary | None"]
 
 
 class CudaPath(str):
-    """A numba.cuda attribute path that could not be resolved to an object (the simulator only
-    installs ``cuda.atomic`` while a kernel runs)."""
+    """A numba.cuda attribute path that could not be resolved to an object: the simulator
+    installs ``cuda.atomic`` only while a kernel runs, and has ``None`` for what it does not
+    implement (``cuda.stcg``). Still a builtin, with the rule of its path."""
 
 
 UNRESOLVED = object()
@@ -103,12 +106,15 @@ class Defs:
             return CudaPath(base + "." + d.attr)
         if base is UNRESOLVED:
             return UNRESOLVED
+        # The real numba.cuda (by identity, not a module that is only named like it): the
+        # simulator installs some of its attributes only while a kernel runs, and has None
+        # for the ones it does not implement.
+        prefix = namespace_prefix(base)
         try:
-            return getattr(base, d.attr)
+            value = getattr(base, d.attr)
         except Exception:
-            # The real numba.cuda (by identity, not a module that is only named like it): the
-            # simulator installs some of its attributes only while a kernel runs.
-            return CudaPath(d.attr) if is_cuda_namespace(base) else UNRESOLVED
+            return UNRESOLVED if prefix is None else CudaPath(prefix + d.attr)
+        return CudaPath(prefix + d.attr) if value is None and prefix is not None else value
 
     # -- index shapes: how many integer and slice indices an index variable holds -----------
 
@@ -156,8 +162,7 @@ class Defs:
         if any(target is f for f in (int, len, min, max, abs, round)) or \
                 getattr(target, "__module__", None) == "math":
             return (1, 0)
-        name = target if isinstance(target, CudaPath) else (
-            getattr(target, "__qualname__", None) if is_cuda_object(target) else None)
+        name = target if isinstance(target, CudaPath) else cuda_path(target)
         if name in ("grid", "gridsize") and len(d.args) == 1:
             consts = {df.value for df in self.defs.get(d.args[0].name, ())
                       if isinstance(df, ir.Const)}

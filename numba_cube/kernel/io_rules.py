@@ -7,8 +7,11 @@ metadata, and whether the call's result is a *view* of its first argument (so th
 store into the result is a store into the argument).
 
 The tables are deliberately closed: anything not listed here is *unknown*, and the walker then
-reports the arrays passed to it as ``IO_UNKNOWN``. A wrong entry here can hide a write, so an
-entry is added only where Numba's semantics of the callee are clear.
+reports the arrays passed to it as ``IO_UNKNOWN`` (read and written, CONTRACT.md section 4.2),
+and the elements too (an element may be a record, a reference into its array). A wrong entry
+here can hide a write, so an entry is added only where Numba's semantics of the callee are clear.
+numba.cuda's builtins follow the same closed rule by path (``CUDA_RULES``): the ones listed have
+their effect; every other one takes values only, so an array handed to it is unknown.
 """
 
 from __future__ import annotations
@@ -17,10 +20,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .io_cuda import is_cuda_object
+from .io_cuda import cuda_path
 
-__all__ = ["Rule", "ATOMIC", "PURE", "METHOD_RULES", "rule_for_object", "rule_for_cuda_path",
-           "is_cuda_object", "META_ATTRS", "VIEW_ATTRS"]
+__all__ = ["Rule", "ATOMIC", "PURE", "VALUES", "CUDA_RULES", "METHOD_RULES", "rule_for_object",
+           "rule_for_cuda_path", "META_ATTRS", "VIEW_ATTRS"]
 
 
 @dataclass(frozen=True)
@@ -28,8 +31,10 @@ class Rule:
     """The effect of one callee on its array arguments.
 
     ``default`` applies to every argument not named in ``effects``: ``"r"`` (read), ``""``
-    (metadata only: ``len(a)``, ``np.empty_like(a)``). ``effects`` maps an argument position to
-    ``"r"``, ``"w"`` or ``"rw"``; for methods position 0 is the array the method is bound to.
+    (metadata only: ``len(a)``, ``np.empty_like(a)``), ``"?"`` (the callee takes values there:
+    an element passed is a value, an array or a tuple passed is unknown). ``effects`` maps an
+    argument position to ``"r"``, ``"w"`` or ``"rw"``; for methods position 0 is the array the
+    method is bound to.
     A keyword argument named ``out`` is always a write (NumPy's convention).
 
     ``view`` is set when the result aliases argument 0: ``"same"`` (same ndim), ``"one"``
@@ -51,6 +56,7 @@ class Rule:
 PURE = Rule()                       # reads its array arguments, returns a fresh value
 META = Rule(default="")             # looks only at shape / dtype
 ATOMIC = Rule(effects=((0, "rw"),))  # cuda.atomic.*(ary, idx, ...): read-modify-write of ary
+VALUES = Rule(default="?")          # numba.cuda builtins that take values only (grid, fma, ...)
 _VIEW_SAME = Rule(default="", view="same")
 _VIEW_ONE = Rule(default="", view="one")
 _VIEW_UNKNOWN = Rule(default="", view="unknown")
@@ -142,19 +148,32 @@ def _build_table() -> dict[int, tuple[object, Rule]]:
 _TABLE = _build_table()
 
 
-def rule_for_cuda_path(path: str) -> Rule:
-    """Rule of a numba.cuda builtin named by its dotted path (``"atomic.add"``, ``"grid"``).
+# numba.cuda's builtins that take an array, by path, with numba-cuda's semantics. Every atomic
+# reads and writes its first argument; ``ld*(array, i)`` loads ``array[i]`` with a cache hint;
+# ``st*(array, i, value)`` stores ``value`` at ``array[i]``; ``const.array_like(a)`` copies ``a``
+# (the CPU backend hands back ``a`` itself, so its result is treated as a view of ``a``). Not
+# listed, so unknown: ``fp16.atomicAdd`` (it takes a pointer, which only an unknown call such
+# as ``ffi.from_buffer`` can make of an array), and any name numba-cuda adds.
+_ATOMIC_OPS = ("add", "sub", "and_", "or_", "xor", "inc", "dec", "exch", "max", "min",
+               "nanmax", "nanmin", "compare_and_swap", "cas")
+CUDA_RULES: dict[str, Rule] = {
+    **{f"atomic.{op}": ATOMIC for op in _ATOMIC_OPS},
+    **{name: PURE for name in ("ldca", "ldcg", "ldcs", "ldlu", "ldcv")},
+    **{name: Rule(effects=((0, "w"),)) for name in ("stcg", "stcs", "stwb", "stwt")},
+    "const.array_like": Rule(view="same"),
+}
 
-    Every ``cuda.atomic.*`` operation (add, max, exch, cas, compare_and_swap, ...) reads and
-    writes its first argument. Everything else in numba.cuda (thread indices, ``shared.array``,
-    ``local.array``, ``syncthreads``, shuffles, ``fma``, libdevice) at most reads an array that
-    is passed to it; ``const.array_like(a)`` reads ``a``.
+
+def rule_for_cuda_path(path: str) -> Rule:
+    """Rule of a numba.cuda builtin named by its path below numba.cuda (``"atomic.add"``,
+    ``"stcg"``, ``"libdevice.sin"``; ``io_cuda.cuda_path``).
+
+    ``CUDA_RULES`` for the builtins that take arrays; ``VALUES`` for every other one (thread
+    indices, ``shared.array``, ``syncthreads``, shuffles, ``fma``, libdevice, fp16, ...): they
+    take numbers, so an element handed to one is a value, and an array handed to one (which
+    numba-cuda would refuse, or a builtin that is new) is unknown.
     """
-    head = path.split(".", 1)[0].lower()
-    # The CUDA simulator's atomics live on a FakeCUDAAtomic instance: "FakeCUDAAtomic.add".
-    if head.endswith("atomic"):
-        return ATOMIC
-    return PURE
+    return CUDA_RULES.get(path, VALUES)
 
 
 def rule_for_object(obj: object) -> Rule | None:
@@ -164,8 +183,9 @@ def rule_for_object(obj: object) -> Rule | None:
         return hit[1]
     # Checked before "is it a device function" by the caller too: some numba.cuda builtins
     # (``shfl_sync``) are themselves dispatchers, and touch no array beyond their arguments.
-    if is_cuda_object(obj):
-        return rule_for_cuda_path(getattr(obj, "__qualname__", "") or "")
+    path = cuda_path(obj)
+    if path is not None:
+        return rule_for_cuda_path(path)
     module = getattr(obj, "__module__", None)
     if module in ("math", "cmath") and callable(obj):
         return PURE

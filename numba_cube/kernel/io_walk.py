@@ -54,6 +54,7 @@ class _Walker(CallsMixin):
         self.write: set[int] = set()
         self.unknown: set[int] = set()
         self.returned: Ref | None = None
+        self.returned_elems: set[int] = set()   # parameters an element of which is returned
         self.recording = False          # False in the alias pass: effects are only collected
         self.handled: set[str] = set()  # tracked names claimed by the current statement
 
@@ -93,7 +94,8 @@ class _Walker(CallsMixin):
                         else ("r" if k in self.read else "") + ("w" if k in self.write else "")
                         for k in range(len(self.ndims)))
         ret = self.returned
-        return Summary(effects, ret.params if ret else frozenset(), ret.ndim if ret else None)
+        return Summary(effects, ret.params if ret else frozenset(), ret.ndim if ret else None,
+                       frozenset(self.returned_elems))
 
     def use(self, var: ir.Var | None, ref: Ref | None, effect: str) -> None:
         """Claim a use of ``var`` (holding ``ref``) with effect "", "r", "w", "rw" or "?"."""
@@ -140,6 +142,9 @@ class _Walker(CallsMixin):
             if value is not None and value.kind == "array":
                 self.use(st.value, value, "")
                 self.returned = value if self.returned is None else self.returned.merge(value)
+            elif value is not None and value.kind == "elem":
+                # An element may be a record: the caller's r.x = 1 on it writes the array.
+                self.returned_elems |= value.params
         elif isinstance(st, ir.Branch):
             self.use(st.cond, self.ref(st.cond), "r")
         elif isinstance(st, ir.Print):

@@ -299,3 +299,45 @@ def test_njit_function_is_a_valid_device_function():
             a[i] = inc(a[i])
 
     assert "inc__dev" in translate_source(k.py_func)
+
+
+HINTED_STORE = cuda.stcg
+
+
+@cuda.jit
+def hinted_store(r, x):
+    cuda.stcg(r, 0, x[0])
+
+
+@cuda.jit
+def hinted_store_local_alias(r, x):
+    store = cuda.stcs
+    store(r, 0, x[0])
+
+
+@cuda.jit
+def hinted_store_module_alias(r, x):
+    HINTED_STORE(r, 0, x[0])
+
+
+@cuda.jit
+def hinted_load(r, x):
+    r[0] = cuda.ldcg(x, 0)
+
+
+def test_cache_hints_are_refused_not_run_without_their_store():
+    """numba-cuda's cache-hinted stores and loads (``cuda.stcg(r, i, v)``, ``cuda.ldcg(x, i)``),
+    spelled directly or through an alias, are refused with a CompileError naming the builtin;
+    a numba-style launch on the CPU client raises it and leaves ``r`` as it was, rather than
+    running with the store dropped."""
+    import numpy as np
+
+    import numba_cube as cube
+
+    for kernel, name in ((hinted_store, "cuda.stcg"), (hinted_store_local_alias, "cuda.stcs"),
+                         (hinted_store_module_alias, "cuda.stcg"), (hinted_load, "cuda.ldcg")):
+        assert refused(kernel).construct == name
+    r, x = np.full(1, -1.0), np.full(1, 7.0)
+    with cube.client("cpu"), pytest.raises(CompileError, match="cuda.stcg"):
+        cube.kernel(hinted_store)[1, 1](r, x)
+    np.testing.assert_array_equal(r, [-1.0])
