@@ -182,6 +182,24 @@ def test_a_statement_reads_before_it_writes(client, rng):
     np.testing.assert_array_equal(a, expect)
 
 
+@cuda.jit
+def shift_up_global(a):
+    """A kernel with no barrier and no shared memory that exchanges through global memory."""
+    i = cuda.grid(1)
+    if 0 < i < a.size:
+        a[i] = a[i - 1]
+
+
+def test_a_barrier_free_kernel_exchanging_through_global_memory_runs_in_lockstep(client, rng):
+    """``a[i] = a[i - 1]`` in one warp: every lane loads before any stores, so the array moves
+    up by one (unit after unit, it would copy ``a[0]`` everywhere). Such a kernel, flat
+    otherwise, is run cube by cube so that its statement can be cut loads-first."""
+    a = rng.integers(0, 1000, 32)
+    expect = np.concatenate([a[:1], a[:-1]])
+    run(client, shift_up_global, 1, 32, a)
+    np.testing.assert_array_equal(a, expect)
+
+
 # ---- what stays as it was --------------------------------------------------------------------
 
 @cuda.jit
