@@ -6,7 +6,8 @@ iteration captured once by hand (``graph_prepare``/``start_capture``/``stop_capt
 replayed; and eager-looking calls inside ``with client.auto_graph():``, which records the
 iteration after two repeats and replays it. Each is timed over whole iterations ending with a
 ``sync`` and reported per kernel; the ratios are what the default of ``auto_graph`` is chosen
-from (a host backend's launch is already a few microseconds: see README "Automatic graphs").
+from (a host backend's launch is already a few microseconds: see ``benchmarks/README.md``,
+"bench_auto_graph.py").
 
 The automatic graph is reported twice, as a user's loop sees it:
 

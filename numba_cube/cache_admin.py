@@ -6,6 +6,10 @@ A top-level module, beside ``config.py`` (which decides where the cache is) and
 the CUDA backend and autotune, so its housekeeping belongs to none of them, and it must not
 import them (Numba, NumPy, the CUDA driver) to count files.
 
+Nothing in the cache expires by itself: an entry written by another Numba, numba-cuda or
+translator version is never found again (its key differs), yet stays on disk until a ``clear``
+removes it, as ``pip cache`` leaves pruning to its user.
+
 **Entries.** A removal is never of single files but of entries, each removed whole:
 
 - ``cpu``: a generated module (``<kernel>_<sha16>.py``), Numba's cache files of its functions

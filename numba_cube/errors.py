@@ -32,6 +32,20 @@ that cannot be made is ``DTypeError`` or ``ShapeError``. A launch beyond CUDA's 
 the exception: it is a failure on its write set (root: a ``LaunchArgumentError`` naming the
 limit), as the CUDA driver would refuse it when the launch is dispatched.
 
+Which input raises what (the device keeps working after each):
+
+| input | error |
+| --- | --- |
+| ``empty(-5)``, a byte size that overflows | ``ShapeError`` (a ``ValueError``) |
+| a handle of dtype ``object`` | ``DTypeError`` (a ``TypeError``) |
+| ``set_stream([1])``, ``cube.stream("x")`` | ``StreamIdError`` (a ``TypeError``) |
+| a misspelt client option (``boundcheck=True``) | ``OptionError``, listing the known ones (a ``TypeError``) |
+| an int no kernel type holds, an unsupported argument, a count buffer that is not 3 ``uint32``, a bad ``shared_bytes`` | ``LaunchArgumentError`` (a ``TypeError``), before anything is queued |
+| a host array that is no contiguous block (``a[:, ::2]``) given to ``kernel[count, dim](...)`` | ``LayoutError`` (a ``ValueError``), as numba-cuda refuses it |
+| ``dry_run().__exit__()`` without its enter | ``LaunchModeError`` (a ``RuntimeError``) |
+| ``profile()``, or an allocation the pool cannot serve, in a capture window | ``CaptureError`` at the call |
+| a launch beyond CUDA's limits (1024 units a cube, grid 2^31-1 x 65535 x 65535), on every backend | a ``LaunchFailure`` on its write set, as the driver would refuse it |
+
 A launch that fails and writes no buffer has nowhere to record its failure: a numba-style launch
 raises it at the call; ``client.launch`` reports it as an ``UnrecordedFailureWarning`` (see
 ``runtime/outcomes.py``), which ``-W error::numba_cube.UnrecordedFailureWarning`` makes fatal.

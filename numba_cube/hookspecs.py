@@ -1,8 +1,8 @@
 """Pluggy hook specifications: how backends and observers plug into numba_cube.
 
 A plugin is a module or object with functions marked ``@numba_cube.hookimpl``, registered through
-the entry-point group ``numba_cube`` (see the example packages under ``plugins/`` and the README,
-"Writing a backend plugin")::
+the entry-point group ``numba_cube`` (see the example packages under ``plugins/`` and the guide
+for plugin authors beside them, ``plugins/README.md``)::
 
     # pyproject.toml of a plugin package
     [project.entry-points.numba_cube]

@@ -2,15 +2,17 @@
 interpreter on the CPU backend, so an example that names something undefined, or fails, fails CI.
 
 A block is one program: it defines what it uses (blocks are not a session that continues from one
-to the next). Two kinds of block are not run here:
+to the next). Every Python block of README.md is run, in every section, except:
 
-- an excerpt of a repository file (its first line is a comment naming the file, as in the plugin
-  section): ``tests/test_readme.py`` checks that it is still verbatim that file;
-- a block of the "Writing a backend plugin" section: ``tests/test_readme.py`` runs those in the
-  state they show (entry-point loading off, the plugin registered by hand);
+- an excerpt of a repository file (its first line is a comment naming the file, as in
+  ``plugins/README.md``): ``tests/test_readme.py`` checks that it is still verbatim that file;
 - a block whose first line is ``# requires: <what>``: ``gpu`` (a CUDA device; skipped without one
   and under the simulator), or the name of a module that must be importable (skipped without it).
   New sections need nothing else: their blocks are found and run by the same rules.
+
+The guide for plugin authors, ``plugins/README.md`` (where the README's former "Writing a backend
+plugin" section lives), is ``tests/test_readme.py``'s: it checks the guide's excerpts and runs its
+other Python blocks in the state they show (entry-point loading off, the plugin registered by hand).
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
-PLUGIN_SECTION = "## Writing a backend plugin"   # its blocks are test_readme.py's
 
 # A fenced block: ```lang, its lines, ``` (the README's blocks are not nested or indented).
 _BLOCK = re.compile(r"^```(\w+)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
@@ -36,23 +37,12 @@ _EXCERPT = re.compile(r"#\s+([\w./-]+\.\w+)\s*$")
 _REQUIRES = re.compile(r"#\s*requires:\s*([\w.,\s-]+?)\s*$")
 
 
-def plugin_section_span(text: str) -> range:
-    """The character positions of the plugin section, up to the next second-level heading."""
-    start = text.find(PLUGIN_SECTION)
-    if start < 0:
-        return range(0)
-    end = text.find("\n## ", start + len(PLUGIN_SECTION))
-    return range(start, len(text) if end < 0 else end)
-
-
 def python_blocks() -> list[tuple[int, str]]:
-    """``(line number, body)`` of each ```python block of the README outside the plugin section,
-    in order (the line is the fence's, 1-based, to find the block from a failure)."""
+    """``(line number, body)`` of each ```python block of the README, in order (the line is the
+    fence's, 1-based, to find the block from a failure)."""
     text = README.read_text(encoding="utf-8")
-    plugin_section = plugin_section_span(text)
     return [(text.count("\n", 0, match.start()) + 1, match.group(2))
-            for match in _BLOCK.finditer(text)
-            if match.group(1) == "python" and match.start() not in plugin_section]
+            for match in _BLOCK.finditer(text) if match.group(1) == "python"]
 
 
 def is_excerpt(body: str) -> bool:
@@ -88,9 +78,10 @@ RUNNABLE = [(line, body) for line, body in python_blocks() if not is_excerpt(bod
 
 def test_the_readme_has_runnable_blocks():
     """The extraction sees the README's examples: the tour (the first block, with its axpy
-    kernel) and more than the plugin section's one example."""
+    kernel), the failures-on-buffers example and the others."""
     assert len(RUNNABLE) >= 5
     assert "def axpy" in RUNNABLE[0][1]
+    assert any("cube.LaunchFailure" in body for _, body in RUNNABLE)
 
 
 def test_requires_marker_is_recognized():

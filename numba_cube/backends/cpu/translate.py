@@ -45,6 +45,11 @@ only on a miss imports the translator and runs it. (Measured by
 initialising what its first cache load needs anyway; skipping import and translation saves
 about 15 ms of CPU time on a warm first launch.)
 
+For speed the translator picks the order units run in (``looporder``, ``stride_interchange``),
+drops work its rules prove needless (``warps_demand``, ``interior``, ``scan_idiom``) and compiles
+a kernel with barriers for the block shape of its first launch (``blockshape``; later shapes
+share one general compile: ``server.py``); each module's docstring states its rule.
+
 What is supported and what is refused is listed in ``SUPPORTED`` below and checked by the tests in
 ``tests/backends/cpu/``.
 
