@@ -54,15 +54,22 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from numba_cube.backends.cpu.hidden import LOCKSTEP
-from numba_cube.backends.cpu.lockstep_index import (GEOMETRY, SHAPE_ONLY, UnitFacts,
-                                                   components, nonneg_call)
-from numba_cube.backends.cpu.lockstep_segments import Segments, Step, exclusive
+from numba_cube.backends.cpu.lockstep_index import (GEOMETRY, READ_ONLY, SHAPE_ONLY,
+                                                   UnitFacts, components, nonneg_call)
+from numba_cube.backends.cpu.lockstep_segments import (Segments, Step, container_of, exclusive,
+                                                      load_of, lockstep_point, stored_names)
 
 __all__ = ["insert_lockstep_points", "written_parameters"]
 
 #: calls of the generated atomics helpers (``cudacalls._atomic``): commuting read-modify-writes
 _ATOMIC_PREFIXES = ("__atomic_", "__plain_")
+#: array methods that read it and write nothing (any other method may write: ``a.fill(0)``)
+READ_ONLY_METHODS = frozenset({"sum", "prod", "min", "max", "mean", "any", "all", "argmin",
+                               "argmax", "copy", "astype", "item", "view", "reshape", "ravel",
+                               "flatten", "transpose", "nonzero", "dot", "std", "var", "cumsum",
+                               "cumprod", "conj", "conjugate"})
+#: NumPy functions that write into an array argument
+NUMPY_WRITERS = frozenset({"copyto", "put", "place", "putmask", "fill_diagonal"})
 
 
 @dataclass
@@ -126,18 +133,18 @@ class _Lockstep:
         return {name: array for name, array in out.items() if name in indexed}
 
     def _uniform_views(self, body) -> set[str]:
-        """Views every unit takes at the same place (``gaps = dyn[1:3]``), assigned once."""
-        out = set()
+        """Views every unit takes at the same place (``gaps = dyn[1:3]``, ``v0 = data[0]`` in
+        either arm of an ``if``): every assignment of the name takes one that way."""
+        defs: dict[str, list[ast.expr]] = {}
         for node in ast.walk(ast.Module(body=list(body), type_ignores=[])):
             if isinstance(node, ast.Assign) and len(node.targets) == 1 \
                     and isinstance(node.targets[0], ast.Name) \
-                    and node.targets[0].id in self.aliases \
-                    and self.facts.counts[node.targets[0].id] == 1 \
-                    and isinstance(node.value, ast.Subscript) \
-                    and isinstance(node.value.value, ast.Name) \
-                    and not self.facts.varies(node.value.slice):
-                out.add(node.targets[0].id)
-        return out
+                    and node.targets[0].id in self.aliases:
+                defs.setdefault(node.targets[0].id, []).append(node.value)
+        return {name for name, values in defs.items()
+                if self.facts.counts[name] == len(values) and all(
+                    isinstance(v, ast.Subscript) and isinstance(v.value, ast.Name)
+                    and not self.facts.varies(v.slice) for v in values)}
 
     def arrays_of(self, name: str, aliases=None) -> str | None:
         aliases = self.aliases if aliases is None else aliases
@@ -173,20 +180,36 @@ class _Lockstep:
                 kind = "store" if isinstance(n.ctx, ast.Store) else "load"
                 add(n.value.id, kind, n.slice)
             elif isinstance(n, ast.Call):
-                func = n.func.id if isinstance(n.func, ast.Name) else None
-                for i, a in enumerate(n.args):
-                    if not isinstance(a, ast.Name) or self.arrays_of(a.id) is None:
-                        continue
-                    if func is not None and func.startswith(_ATOMIC_PREFIXES) and i == 0:
-                        add(a.id, "atomic", n.args[1] if len(n.args) > 1 else None)
-                    elif func in SHAPE_ONLY:
-                        continue
-                    elif func in self.device_writes and i not in self.device_writes[func]:
-                        add(a.id, "load", None)      # a device function that only reads it
-                    else:                    # a callee we do not look into: any element
-                        add(a.id, "store", None)
-                        add(a.id, "load", None)
+                self._call_accesses(n, add)
         return out
+
+    def _call_accesses(self, n: ast.Call, add) -> None:
+        """What a call does to the arrays it is given (or called on, ``a.fill(0)``)."""
+        func = n.func.id if isinstance(n.func, ast.Name) else None
+        if isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name):
+            owner, attr = n.func.value.id, n.func.attr
+            if self.arrays_of(owner) is not None:               # a method of the array
+                add(owner, "load", None)
+                if attr not in READ_ONLY_METHODS:
+                    add(owner, "store", None)
+            elif owner in ("math", "cmath", "__np"):
+                func = "__np." + attr if attr in NUMPY_WRITERS else "__pure"
+        for i, a in enumerate(n.args):
+            if not isinstance(a, ast.Name) or self.arrays_of(a.id) is None:
+                continue
+            if func is not None and func.startswith(_ATOMIC_PREFIXES) and i == 0:
+                add(a.id, "atomic", n.args[1] if len(n.args) > 1 else None)
+            elif func in SHAPE_ONLY:
+                continue
+            elif func in READ_ONLY or func == "__pure" or (
+                    func is not None and func.startswith("__") and func not in self.device_writes
+                    and not func.startswith("__np.")):
+                add(a.id, "load", None)     # builtins, math, NumPy readers, the helpers
+            elif func in self.device_writes and i not in self.device_writes[func]:
+                add(a.id, "load", None)     # a device function that only reads it
+            else:                           # a callee we do not look into: any element
+                add(a.id, "store", None)
+                add(a.id, "load", None)
 
     # ---- the decision ---------------------------------------------------------------------
 
@@ -218,7 +241,7 @@ class _Lockstep:
     def flagged(self, steps: list[Step]) -> set[str]:
         """The arrays of a segment whose accesses must run in lockstep."""
         stored = {n for st in steps if st.container is not None
-                  for n in _stored_names(st.stmt)}
+                  for n in stored_names(st.stmt)}
         by_array: dict[str, list[_Access]] = {}
         for st in steps:
             for acc in st.accesses:
@@ -271,17 +294,17 @@ class _Lockstep:
                 if not touched:
                     continue
                 if st.trailing:              # a while's test, again after its body
-                    st.stmt.body.append(_marker(st.stmt))
+                    st.stmt.body.append(lockstep_point(st.stmt))
                     continue
                 if st.container is None:     # a test: its statement starts a new stretch
-                    container, target = _container_of(body, st.stmt), st.stmt
+                    container, target = container_of(body, st.stmt), st.stmt
                     if container is not None:
                         edits.setdefault(id(container), (container, []))[1].append(
-                            (target, [_marker(target), target]))
+                            (target, [lockstep_point(target), target]))
                     continue
                 new = self._split_statement(st, touched, flagged)
                 edits.setdefault(id(st.container), (st.container, []))[1].append(
-                    (st.stmt, [_marker(st.stmt), *new, _marker(st.stmt)]))
+                    (st.stmt, [lockstep_point(st.stmt), *new, lockstep_point(st.stmt)]))
         for container, changes in edits.values():
             for target, replacement in changes:
                 i = next(j for j, s in enumerate(container) if s is target)
@@ -297,7 +320,7 @@ class _Lockstep:
         if in_order or not stores or not loads:
             return [s]
         if isinstance(s, ast.AugAssign) and isinstance(s.target, ast.Subscript):
-            target, value = s.target, ast.BinOp(_load(s.target), s.op, s.value)
+            target, value = s.target, ast.BinOp(load_of(s.target), s.op, s.value)
         elif isinstance(s, ast.Assign) and len(s.targets) == 1 \
                 and isinstance(s.targets[0], ast.Subscript):
             target, value = s.targets[0], s.value
@@ -313,35 +336,8 @@ class _Lockstep:
             index = ast.Name(f"{temp}i", ast.Load())
         store = ast.Assign([ast.Subscript(target.value, index, ast.Store())],
                            ast.Name(temp, ast.Load()))
-        out = [*first, _marker(s), store]
+        out = [*first, lockstep_point(s), store]
         return [ast.fix_missing_locations(ast.copy_location(n, s)) for n in out]
-
-
-def _load(target: ast.Subscript) -> ast.Subscript:
-    return ast.Subscript(target.value, target.slice, ast.Load())
-
-
-def _stored_names(s: ast.stmt) -> set[str]:
-    return {n.id for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-
-
-def _marker(at: ast.AST) -> ast.stmt:
-    stmt = ast.Expr(ast.Call(ast.Name(LOCKSTEP, ast.Load()), [], []))
-    return ast.fix_missing_locations(ast.copy_location(stmt, at))
-
-
-def _container_of(body: list[ast.stmt], target: ast.stmt) -> list | None:
-    """The statement list that holds ``target`` (by identity)."""
-    if any(s is target for s in body):
-        return body
-    for s in body:
-        for field_name in ("body", "orelse"):
-            inner = getattr(s, field_name, None)
-            if isinstance(inner, list):
-                found = _container_of(inner, target)
-                if found is not None:
-                    return found
-    return None
 
 
 def insert_lockstep_points(body: list[ast.stmt], arrays: set[str],

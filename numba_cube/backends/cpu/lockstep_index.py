@@ -18,10 +18,13 @@ from numba_cube.backends.cpu.hidden import (BLOCK_DIMS, BLOCK_IDS, GRID_DIMS, LI
                                            NONNEG, THREAD_IDS)
 
 __all__ = ["UnitFacts", "terms", "components", "lower_bounded", "nonneg_call", "SHAPE_ONLY",
-           "GEOMETRY"]
+           "READ_ONLY", "GEOMETRY"]
 
 #: builtins that take an array without touching its elements
 SHAPE_ONLY = frozenset({"len"})
+#: builtins that read what they are given and write nothing
+READ_ONLY = frozenset({"range", "enumerate", "zip", "iter", "min", "max", "sum", "abs", "any",
+                       "all", "int", "float", "bool", "round", "complex"})
 _PURE_BUILTINS = frozenset({"range", "len", "min", "max", "abs", "int", "float", "round",
                             "bool"})
 #: ids that increase with the unit's position in the sequential order (x fastest)

@@ -13,10 +13,11 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from numba_cube.backends.cpu.hidden import is_split
+from numba_cube.backends.cpu.hidden import LOCKSTEP, is_split
 from numba_cube.backends.cpu.lockstep_index import lower_bounded
 
-__all__ = ["Step", "Segments", "exclusive"]
+__all__ = ["Step", "Segments", "exclusive", "container_of", "load_of", "lockstep_point",
+           "stored_names"]
 
 
 @dataclass
@@ -98,3 +99,30 @@ def exclusive(a: frozenset, b: frozenset) -> bool:
     """Do two accesses sit in different arms of one ``if`` with a uniform test?"""
     arms = dict(a)
     return any(k in arms and arms[k] != arm for k, arm in b)
+
+
+def load_of(target: ast.Subscript) -> ast.Subscript:
+    return ast.Subscript(target.value, target.slice, ast.Load())
+
+
+def stored_names(s: ast.stmt) -> set[str]:
+    return {n.id for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
+def lockstep_point(at: ast.AST) -> ast.stmt:
+    stmt = ast.Expr(ast.Call(ast.Name(LOCKSTEP, ast.Load()), [], []))
+    return ast.fix_missing_locations(ast.copy_location(stmt, at))
+
+
+def container_of(body: list[ast.stmt], target: ast.stmt) -> list | None:
+    """The statement list that holds ``target`` (by identity)."""
+    if any(s is target for s in body):
+        return body
+    for s in body:
+        for field_name in ("body", "orelse"):
+            inner = getattr(s, field_name, None)
+            if isinstance(inner, list):
+                found = container_of(inner, target)
+                if found is not None:
+                    return found
+    return None

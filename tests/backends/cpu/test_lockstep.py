@@ -234,15 +234,33 @@ def interleaved_tree(x, out):
         out[cuda.blockIdx.x] = sdata[0]
 
 
-@pytest.mark.parametrize("kernel", [tree_sum, interleaved_tree])
-def test_barrier_separated_trees_are_translated_as_before(kernel, monkeypatch, client, rng):
+@cuda.jit
+def reads_through_builtins(x, error, n):
+    """No exchange: scalars handed to range, arrays to enumerate/len, one element flagged."""
+    sm = cuda.shared.array(4, int64)
+    count = 0
+    for i, v in enumerate(x):
+        if v != x[i]:
+            error[0] = 2
+        count += 1
+    for k in range(n):
+        sm[0] = k
+    if count != len(x):
+        error[0] = 3
+
+
+@pytest.mark.parametrize("kernel", [tree_sum, interleaved_tree, reads_through_builtins])
+def test_code_without_exchange_is_translated_as_before(kernel, monkeypatch, client, rng):
     """A tree step ``sdata[tid] += sdata[tid + s]`` (``s >= 0``: the reading unit comes first,
-    and reads the old value, as the GPU's lanes do) needs no lockstep: its generated code is
-    the same with the pass switched off, and its sums are NumPy's."""
+    and reads the old value, as the GPU's lanes do) needs no lockstep, nor do arrays and scalars
+    handed to builtins that only read them: the generated code is the same with the pass
+    switched off (and the trees' sums are NumPy's)."""
     with_pass = translate_source(kernel.py_func)
     monkeypatch.setattr(lockstep, "insert_lockstep_points", lambda *a, **k: False)
     assert translate_source(kernel.py_func) == with_pass
     monkeypatch.undo()
+    if kernel is reads_through_builtins:
+        return
     x = rng.integers(-8, 9, 3 * TPB).astype(np.float32)
     out = np.zeros(3, np.float32)
     run(client, kernel, 3, TPB, x, out)
