@@ -12,8 +12,10 @@ rounded to powers of two with ``pow2_bucket``, so nearby shapes share a result):
 
 First use of a key:
 
-1. **compile** every candidate under a dry run (nothing runs, every kernel is compiled and cached;
-   a compile failure is remembered and disqualifies the candidate later);
+1. **compile** every candidate under a dry run of this thread only (``thread_dry_run``: nothing
+   runs, every kernel is compiled and cached; a compile failure is remembered and disqualifies
+   the candidate later). Other threads' launches meanwhile run as usual: a process-wide
+   ``dry_run`` here would skip them silently;
 2. **measure** each candidate inside ``real_run`` (so it runs even if another thread, or this one,
    holds a dry run) and ``client.exclusive`` (nobody else's work in the timings): warm-ups, then
    several samples, the median kept. Candidates run on *copies* of every buffer reachable from
@@ -57,7 +59,7 @@ from .autotune_scratch import scratch_copies
 from .errors import LaunchFailure
 from .progress import progress_bar
 from .runtime.launch_log import record_launches
-from .runtime.modes import dry_run, real_run
+from .runtime.modes import real_run, thread_dry_run
 
 __all__ = ["Tuner", "autotune", "pow2_bucket", "TuneResult"]
 
@@ -171,7 +173,7 @@ class Tuner:
         # Step 1 on copies too: a candidate's host-side code runs even when its launches are
         # skipped, and a numba-style launch copies its host arrays back all the same.
         scratch_args, scratch_kwargs, _ = scratch_copies(client, args, kwargs)
-        with dry_run():                                   # step 1: compile them all
+        with thread_dry_run():                            # step 1: compile them all
             for name in names:
                 try:
                     with record_launches() as ids:
