@@ -9,6 +9,7 @@ cannot disagree. It imports nothing heavy (no Numba, no NumPy): ``cache info`` m
 | --- | --- | --- |
 | ``<kernel>_<sha16>.py`` | cpu | a generated module (``codecache.load_module``) |
 | ``__pycache__/<kernel>_<sha16>.*.nbi``, ``.nbc`` | cpu | Numba's cache of that module's functions |
+| ``__pycache__/warps_runtime.*``, ``scans_runtime.*`` | cpu | Numba's cache of numba_cube's own helpers (``helpercache.py``) |
 | ``translation-<key32>.json`` | cpu | a sealed translation whose text is one of those modules |
 | ``cuda-<key32>.bin`` | cuda | a sealed compiled CUDA kernel (``diskcache.py``) |
 | ``autotune.json`` | autotune | the autotune results (``autotune_store.py``, its own lock) |
