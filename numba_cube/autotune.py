@@ -12,12 +12,16 @@ rounded to powers of two with ``pow2_bucket``, so nearby shapes share a result):
 
 First use of a key:
 
-1. **compile** every candidate under a dry run (nothing runs, every kernel is compiled and cached;
-   a compile failure is remembered and disqualifies the candidate later);
+1. **compile** every candidate under a dry run of this thread only (``thread_dry_run``: nothing
+   runs, every kernel is compiled and cached; a compile failure is remembered and disqualifies
+   the candidate later). Other threads' launches meanwhile run as usual: a process-wide
+   ``dry_run`` here would skip them silently;
 2. **measure** each candidate inside ``real_run`` (so it runs even if another thread, or this one,
    holds a dry run) and ``client.exclusive`` (nobody else's work in the timings): warm-ups, then
-   several samples, the median kept. Candidates run on *copies* of the handle arguments, so
-   in-place candidates do not corrupt the caller's data by running many times;
+   several samples, the median kept. Candidates run on *copies* of every buffer reachable from
+   the arguments (handles and host NumPy arrays, top-level or in tuples, lists and dicts,
+   positional or by keyword; ``autotune_scratch``), in steps 1 and 2 alike, so in-place
+   candidates do not corrupt the caller's data by running many times;
 3. a candidate whose launches fail (its outputs carry a ``LaunchFailure``) is disqualified, not
    fatal; the fastest remaining one wins.
 
@@ -51,11 +55,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from . import config
+from .autotune_scratch import scratch_copies
 from .errors import LaunchFailure
 from .progress import progress_bar
-from .runtime.handle import Handle
 from .runtime.launch_log import record_launches
-from .runtime.modes import dry_run, real_run
+from .runtime.modes import real_run, thread_dry_run
 
 __all__ = ["Tuner", "autotune", "pow2_bucket", "TuneResult"]
 
@@ -166,11 +170,14 @@ class Tuner:
     def _measure(self, client, args, kwargs) -> TuneResult:
         names = list(self.candidates)
         launched = {name: set() for name in names}
-        with dry_run():                                   # step 1: compile them all
+        # Step 1 on copies too: a candidate's host-side code runs even when its launches are
+        # skipped, and a numba-style launch copies its host arrays back all the same.
+        scratch_args, scratch_kwargs, _ = scratch_copies(client, args, kwargs)
+        with thread_dry_run():                            # step 1: compile them all
             for name in names:
                 try:
                     with record_launches() as ids:
-                        self.candidates[name](client, *args, **kwargs)
+                        self.candidates[name](client, *scratch_args, **scratch_kwargs)
                 except Exception:  # noqa: BLE001 - judged in step 2
                     pass
                 launched[name].update(ids)
@@ -198,12 +205,11 @@ class Tuner:
         return TuneResult(best, timings, disqualified, launched=frozenset(launched[best]))
 
     def _time_one(self, client, candidate, args, kwargs) -> float:
-        scratch = [client.create(client.read(a)) if isinstance(a, Handle) else a for a in args]
-        handles = [a for a in scratch if isinstance(a, Handle)]
+        args, kwargs, handles = scratch_copies(client, args, kwargs)
 
         def once() -> float:
             start = time.perf_counter()
-            candidate(client, *scratch, **kwargs)
+            candidate(client, *args, **kwargs)
             answers = client.sync_buffers(*handles)
             elapsed = time.perf_counter() - start
             failed = next((a for a in answers if isinstance(a, LaunchFailure)), None)

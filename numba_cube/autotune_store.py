@@ -7,8 +7,10 @@ must never break a tuner:
 
 - a file that is not valid JSON, not an object, or that holds entries of another shape is
   reported once per process (``warnings.warn``), its bad parts are ignored, and the next save
-  rewrites the file without them; a file that cannot be read or written at all is reported the
-  same way, and results then stay in memory;
+  rewrites the file without them; a file that cannot be read or written at all (a FIFO, a
+  directory, a full disk) is the cache directory's one warning (``cache_layout.report_unusable``),
+  and results then stay in memory. Only a regular file of this user's is read
+  (``cache_layout.read_regular``): a FIFO or a device there is never waited on;
 - a save is read-merge-write under a file lock (``<cache dir>/autotune.json.lock``, ``filelock``),
   so concurrent processes do not lose each other's entries, and the new file is published
   atomically (temp file + ``os.replace``), so readers (who take no lock) never see a torn one.
@@ -25,7 +27,7 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from . import config
+from . import cache_layout, config
 
 __all__ = ["ResultStore", "valid_entry"]
 
@@ -62,18 +64,26 @@ class ResultStore:
     """``autotune.json`` in the current cache directory (``config.cache_root()``)."""
 
     def __init__(self):
-        root = config.cache_root()
+        try:
+            root = config.cache_root()
+        except OSError as exc:          # no cache directory at all: results stay in memory
+            root, self._no_root = Path(FILE_NAME).parent, exc
+        else:
+            self._no_root = None
         self.path = root / FILE_NAME
         self._lock_path = root / (FILE_NAME + ".lock")
 
     def load(self) -> dict[str, dict]:
         """The well-formed entries of the file (empty if there is none); reports the rest."""
+        if self._no_root is not None:
+            cache_layout.report_unusable(self.path.parent, self._no_root)
+            return {}
         try:
-            raw = self.path.read_bytes()
+            raw, _ = cache_layout.read_regular(self.path)
         except FileNotFoundError:
             return {}
-        except OSError as exc:
-            _report(self.path, "unreadable", f"cannot read it ({exc}); ignoring it")
+        except OSError as exc:      # the directory's one warning (cache_layout.report_unusable)
+            cache_layout.report_unusable(self.path.parent, f"{FILE_NAME}: {exc}")
             return {}
         try:
             data = json.loads(raw)          # bytes: bad UTF-8 is a ValueError here too
@@ -102,6 +112,9 @@ class ResultStore:
         self._update(lambda data: data.pop(key, None))
 
     def _update(self, change) -> None:
+        if self._no_root is not None:
+            self.load()                     # (reports it)
+            return
         try:
             with _in_process, FileLock(str(self._lock_path), timeout=LOCK_TIMEOUT_S, mode=0o600):
                 data = self.load()
@@ -111,8 +124,7 @@ class ResultStore:
             _report(self.path, "locked", f"another process held {str(self._lock_path)!r} for "
                     f"{LOCK_TIMEOUT_S:.0f} s; this result is kept in memory only")
         except OSError as exc:
-            _report(self.path, "unwritable", f"cannot write it ({exc}); results are kept in "
-                    "memory only")
+            cache_layout.report_unusable(self.path.parent, f"cannot write {FILE_NAME}: {exc}")
 
     def _write(self, data: dict) -> None:
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".autotune-", suffix=".json")

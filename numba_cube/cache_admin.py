@@ -73,7 +73,8 @@ def _stem_of_translation(path: Path) -> str | None:
     """The generated module a translation's text is (``cache_layout.generated_stem``), or None
     when the file does not parse (then it is an entry of its own)."""
     try:
-        record = json.loads(path.read_bytes()[cache_layout.SEALED_HEADER_BYTES:])
+        raw, _ = cache_layout.read_regular(path)    # never a FIFO's open, nor a huge file
+        record = json.loads(raw[cache_layout.SEALED_HEADER_BYTES:])
         return cache_layout.generated_stem(str(record["kernel_name"]), str(record["source"]))
     except (OSError, ValueError, KeyError, TypeError):
         return None

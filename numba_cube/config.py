@@ -218,7 +218,8 @@ def cache_root() -> Path:
     loaded, so a directory (root or ``__pycache__``) that another user owns or that group or
     others can write to is refused: a private temporary directory is used instead for this
     process, with a warning (once per refused directory), because anyone who can write there
-    could plant code.
+    could plant code. That directory is removed when the process exits. ``OSError`` when not
+    even it can be made: what every caller treats as a cache that cannot be used.
     """
     configured = _configured_cache_root()
     problem = _make_private(configured)
@@ -276,8 +277,15 @@ def _fall_back(configured: Path, problem: str) -> Path:
     # warning is given once per refused directory, so a changed setting is reported again.
     with _fallback_lock:
         if _fallback_root is None or _make_private(_fallback_root) is not None:
-            _fallback_root = Path(tempfile.mkdtemp(prefix="numba_cube-"))     # mode 0o700
+            try:
+                _fallback_root = Path(tempfile.mkdtemp(prefix="numba_cube-"))     # mode 0o700
+            except OSError as exc:
+                # Callers treat an OSError as a cache that cannot be used: the kernel runs
+                # uncached (cache_layout.report_unusable).
+                raise OSError(exc.errno, f"{problem}, and no private temporary directory can "
+                              f"be made instead ({exc})", str(configured)) from exc
             _make_private(_fallback_root)
+            _remove_at_exit(_fallback_root)
         fallback, first = _fallback_root, ("cache dir", str(configured)) not in _warned
         _warned.add(("cache dir", str(configured)))
     if first:
@@ -291,3 +299,21 @@ def _fall_back(configured: Path, problem: str) -> Path:
 
 _fallback_root: Path | None = None
 _fallback_lock = threading.Lock()      # threads that are refused together share one directory
+
+
+def _remove_at_exit(path: Path) -> None:
+    """Remove the fallback directory ``path`` when this process exits: it is this process's
+    alone (nobody else is told its name), so a later process would never use it, and one left
+    per process would fill the temp dir. Only by the process that made it: a child forked
+    meanwhile inherits this exit handler and must not remove its parent's directory. (A process
+    killed outright leaves it, as it leaves any temporary file.)"""
+    import atexit
+    import shutil
+
+    owner = os.getpid()
+
+    def remove() -> None:
+        if os.getpid() == owner:
+            shutil.rmtree(path, ignore_errors=True)
+
+    atexit.register(remove)

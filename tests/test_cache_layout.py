@@ -1,5 +1,6 @@
 """``cache_layout.py``: the generated module's file stem, the writers' lock (exclusive between
-threads and processes, re-entrant within a thread), and the last-use mark readers leave."""
+threads and processes, re-entrant within a thread), the last-use mark readers leave, and the one
+way a cache file is read (``read_regular``)."""
 
 from __future__ import annotations
 
@@ -58,3 +59,35 @@ def test_mark_used_refreshes_an_old_mark_only(tmp_path):
     cache_layout.mark_used(path)
     assert time.time() - os.stat(path).st_mtime < 60
     cache_layout.mark_used(tmp_path / "gone")
+
+
+def test_read_regular_reads_only_a_regular_file_of_its_size_and_never_blocks(tmp_path):
+    """Only a regular file (no symlink) of at most ``max_bytes`` is read, whole; a FIFO (whose
+    plain open would wait for a writer for ever), a directory or a larger file is
+    ``UnusableFile`` at once, a missing one ``FileNotFoundError``. (Each read runs on a thread
+    joined with a timeout, so a regression fails instead of hanging.)"""
+    good = tmp_path / "good"
+    good.write_bytes(b"x" * 100)
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "link").symlink_to(good)
+
+    def outcome(name, max_bytes=1000):
+        box = []
+
+        def read():
+            try:
+                box.append(cache_layout.read_regular(tmp_path / name, max_bytes)[0])
+            except OSError as exc:
+                box.append(exc)
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        reader.join(10)
+        assert box, f"reading {name} blocked"
+        return box[0]
+
+    assert outcome("good") == b"x" * 100
+    for name, max_bytes in (("fifo", 1000), ("dir", 1000), ("good", 99)):
+        assert isinstance(outcome(name, max_bytes), cache_layout.UnusableFile), name
+    assert isinstance(outcome("link"), OSError)             # O_NOFOLLOW: ELOOP
+    assert isinstance(outcome("missing"), FileNotFoundError)

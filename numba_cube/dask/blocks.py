@@ -15,8 +15,15 @@ writers and raises its ``LaunchFailure``). The two layers are named ``numba_cube
 handles) and ``numba_cube-read-<token>`` (the array returned), which is how a later
 ``map_blocks`` finds the first under the second in the graph the array already holds.
 
-A kernel writing one of its inputs is refused (``LaunchArgumentError``): the chunks are Dask's
-values, shared by every task that reads them, and writing one would change them under those.
+Two kernels are refused on the client, before anything is sent (``LaunchArgumentError``, naming
+the kernel and the parameter), by the IO analysis (CONTRACT.md 4.2):
+
+- one writing one of its inputs: the chunks are Dask's values, shared by every task that reads
+  them, and writing one would change them under those;
+- one that never writes its last parameter (an output-first signature, a forgotten store): every
+  chunk would be the new buffer as allocated, and no launch fails, so nothing on the client
+  would say so. "Never" is what the analysis can prove; an access it cannot resolve counts as a
+  write, as everywhere else.
 """
 
 from __future__ import annotations
@@ -61,7 +68,7 @@ def map_blocks(kernel, *args, dim=256, count=None, dtype=None) -> da.Array:
             raise LaunchArgumentError(
                 f"map_blocks({kernel.name}, ...): arrays of shapes {a.shape} and {first.shape}; "
                 "every array argument has the shape of the output")
-    _refuse_written_inputs(kernel, args)
+    _refuse_bad_access(kernel, args)
     out_dtype = np.dtype(dtype if dtype is not None else first.dtype)
     meta = np.empty((0,) * first.ndim, out_dtype)
     token = tokenize(TravellingKernel(kernel), dim, count, out_dtype, *args)
@@ -73,14 +80,24 @@ def map_blocks(kernel, *args, dim=256, count=None, dtype=None) -> da.Array:
                          name=READ_PREFIX + token)
 
 
-def _refuse_written_inputs(kernel: cube.Kernel, args) -> None:
+def _refuse_bad_access(kernel: cube.Kernel, args) -> None:
+    """Refuse a kernel that writes an input or never writes its output (module docstring)."""
     ndims = tuple(a.ndim if isinstance(a, da.Array) else None for a in args) + (_output_ndim(args),)
-    for name, arg, (_, written) in zip(kernel.params, args, resolve_access(kernel, ndims)):
+    access = resolve_access(kernel, ndims)
+    for name, arg, (_, written) in zip(kernel.params, args, access):
         if isinstance(arg, da.Array) and written:
             raise LaunchArgumentError(
                 f"kernel {kernel.name} writes (or may write: declare reads=/writes=) its input "
                 f"{name!r}; map_blocks chunks are Dask's values, shared by every task reading "
                 "them, so a kernel may write only its output (the last parameter)")
+    if not access[-1][1]:
+        # Checked here: on the workers such a launch succeeds, and its chunks are whatever the
+        # new output buffer held, with no failure for compute() to raise.
+        raise LaunchArgumentError(
+            f"kernel {kernel.name} never writes its last parameter {kernel.params[-1]!r}, which "
+            "map_blocks makes per chunk as the output: every chunk would be left as allocated. "
+            "The output is the last parameter (axpy(a, x, y, out) is mapped as "
+            "map_blocks(axpy, a, x, y))")
 
 
 def _output_ndim(args) -> int:

@@ -1,9 +1,22 @@
 """Launch modes: dry runs and real runs (CONTRACT.md section 2).
 
-``dry_run()`` raises a **process-wide depth**; ``real_run()`` a **thread-local depth**. A launch
-executes when no dry run is open, or when the *issuing* thread is inside a real run::
+``dry_run()`` raises a **process-wide depth**; ``real_run()`` and ``thread_dry_run()`` open
+**thread-local scopes**. The issuing thread's innermost open scope decides; without one, the
+process-wide depth does::
 
-    launch_mode() = EXECUTE  if dry_depth == 0 or this thread's real_depth > 0  else SKIP
+    launch_mode() = EXECUTE  if this thread's innermost scope is a real_run
+                    SKIP     if it is a thread_dry_run
+                    EXECUTE  if there is none and dry_depth == 0, else SKIP
+
+Why a thread-local dry run besides the process-wide one: autotune compiles its candidates
+without running them, and a process-wide window for that would skip, silently, every launch
+other threads issue meanwhile (their work, not the tuner's). ``thread_dry_run`` skips only the
+launches of the thread that opened it, and only while it is that thread's innermost scope, so a
+tuner called inside a real run still only compiles, and a tuner nested in a candidate still
+measures. Its skipped launches are the opener's own business: they are not announced to the
+process-wide dry runs open meanwhile (``claim_skipped_launch``), whose lists report what *they*
+skipped. ``dry_run()`` keeps its process-wide meaning: it is what a user opens to compile a
+program's launches wherever they are issued (``numba_cube.dask.precompile`` on every worker).
 
 Why a depth and not a flag: with a save-and-restore flag, one thread's guard ending would end
 another thread's dry run (or leave the process stuck in one when the exits interleave). Counters
@@ -27,10 +40,10 @@ counter of them (``progress.DeferredCounter``: tqdm's, never when piped, in CI o
 updated where the servers report each one handled (``launch_handled``); only the outermost open
 dry run draws one. Launches outside dry runs never reach that code.
 
-Depths that cannot be corrupted: each ``dry_run``/``real_run`` object counts its own entries, so an
-exit without its enter (or a second exit, or a real run's exit on another thread) raises
-``LaunchModeError`` and leaves every depth as it was. Each use of one as a decorator is a fresh
-object.
+Depths and scopes that cannot be corrupted: each ``dry_run``, ``real_run`` or ``thread_dry_run``
+object counts its own entries, so an exit without its enter (or a second exit, or a thread
+scope's exit on another thread) raises ``LaunchModeError`` and leaves every depth and scope as it
+was. Each use of one as a decorator is a fresh object.
 """
 
 from __future__ import annotations
@@ -44,8 +57,8 @@ from ..errors import DeviceFault, LaunchModeError
 from ..progress import DeferredCounter
 from .watchers import watch
 
-__all__ = ["LaunchMode", "dry_run", "real_run", "launch_mode", "DryRunFailure", "SkippedLaunch",
-           "claim_skipped_launch"]
+__all__ = ["LaunchMode", "dry_run", "real_run", "thread_dry_run", "launch_mode", "DryRunFailure",
+           "SkippedLaunch", "claim_skipped_launch"]
 
 
 class LaunchMode(enum.Enum):
@@ -208,7 +221,11 @@ class SkippedLaunch:
 def claim_skipped_launch(server, kernel_id: str) -> SkippedLaunch | None:
     """A launch of ``kernel_id`` to ``server`` is being skipped: the token that tells the dry runs
     open now when it was handled (None if none is open any more). Called on the issuing thread
-    after the launch mode said SKIP; the server calls ``handled`` once it compiled the launch."""
+    after the launch mode said SKIP; the server calls ``handled`` once it compiled the launch.
+    None too when this thread's own ``thread_dry_run`` skipped it (module docstring)."""
+    scopes = getattr(_local, "scopes", None)
+    if scopes and scopes[-1][0] is _SKIP:
+        return None
     with _dry_lock:
         if not _open_runs:
             return None
@@ -218,37 +235,75 @@ def claim_skipped_launch(server, kernel_id: str) -> SkippedLaunch | None:
     return SkippedLaunch(runs, server, kernel_id)
 
 
-class real_run(_BareDecorator):
-    """Launches issued by *this thread* inside this block execute, even inside a dry run."""
+_REAL, _SKIP = "real", "skip"
+
+
+class _ThreadScope(_BareDecorator):
+    """A scope of the issuing thread (``_local.scopes``, innermost last), entered and exited by
+    that thread; each object counts its own entries per thread, so an exit without its enter (or
+    on another thread) raises ``LaunchModeError`` and changes nothing."""
+
+    _kind = _REAL
 
     def __init__(self, func=None):
         self._entries: dict[int, int] = {}   # thread ident -> open entries of this object there
 
     def __enter__(self):
         ident = threading.get_ident()
-        # Only this thread touches its own key, so no lock is needed.
+        # Only this thread touches its own key and its own list, so no lock is needed.
         self._entries[ident] = self._entries.get(ident, 0) + 1
-        _local.real_depth = getattr(_local, "real_depth", 0) + 1
+        scopes = _local.__dict__.setdefault("scopes", [])
+        scopes.append((self._kind, self))
         return self
 
     def __exit__(self, *exc):
         ident = threading.get_ident()
         entries = self._entries.get(ident, 0)
         if entries == 0:
-            raise LaunchModeError("real_run exited without being entered on this thread (or exited "
-                                  "twice); the real-run depth is left as it was")
+            raise LaunchModeError(f"{type(self).__name__} exited without being entered on this "
+                                  "thread (or exited twice); the launch mode is left as it was")
         if entries == 1:
             del self._entries[ident]
         else:
             self._entries[ident] = entries - 1
-        _local.real_depth -= 1
+        scopes = _local.scopes
+        # Its own innermost entry (the last one, unless exits were made out of order by hand).
+        at = max(i for i, (_, owner) in enumerate(scopes) if owner is self)
+        del scopes[at]
+        return False
+
+
+class real_run(_ThreadScope):
+    """Launches issued by *this thread* inside this block execute, even inside a dry run."""
+
+    _kind = _REAL
+
+
+class thread_dry_run(_ThreadScope):
+    """Launches issued by *this thread* inside this block compile and are dropped (``SKIP``);
+    other threads' launches are not affected (module docstring). A ``real_run`` opened inside
+    it executes again."""
+
+    _kind = _SKIP
+
+    # Counted as a watcher (``watchers.py``) while open: a warm launch path skips the gates, the
+    # launch mode among them, so it must not be taken while any launch may have to be skipped.
+    def __enter__(self):
+        super().__enter__()
+        watch(1)
+        return self
+
+    def __exit__(self, *exc):
+        super().__exit__(*exc)              # raises (and changes nothing) for a bad exit
+        watch(-1)
         return False
 
 
 def launch_mode() -> LaunchMode:
     """The mode a launch issued now, from this thread, would get."""
+    scopes = getattr(_local, "scopes", None)
+    if scopes:
+        return LaunchMode.EXECUTE if scopes[-1][0] is _REAL else LaunchMode.SKIP
     # Reading an int is atomic under the GIL; a dry run entered concurrently by another thread is
     # racy by nature (the two calls are unordered), so no lock is needed for the read.
-    if _dry_depth == 0 or getattr(_local, "real_depth", 0) > 0:
-        return LaunchMode.EXECUTE
-    return LaunchMode.SKIP
+    return LaunchMode.EXECUTE if _dry_depth == 0 else LaunchMode.SKIP

@@ -52,6 +52,20 @@ def scale_in_place(x, out):
 
 
 @cube.kernel
+def forgot_store(x, out):
+    i = cuda.grid(1)
+    if i < x.size:
+        doubled = 2.0 * x[i]       # never stored: out is left as allocated  # noqa: F841
+
+
+@cube.kernel
+def reads_output_only(x, out):
+    i = cuda.grid(1)
+    if i < x.size:
+        total = out[i] + x[i]      # the store into out[i] forgotten  # noqa: F841
+
+
+@cube.kernel
 def transpose_add(x, y, out):
     i, j = cuda.grid(2)
     if i < out.shape[0] and j < out.shape[1]:
@@ -135,6 +149,20 @@ def test_a_kernel_writing_its_input_is_refused():
     x = da.from_array(np.arange(100.0), chunks=50)
     with pytest.raises(cube.LaunchArgumentError, match="'x'"):
         cubed.map_blocks(scale_in_place, x)
+
+
+@pytest.mark.parametrize("kernel", [forgot_store, reads_output_only], ids=lambda k: k.name)
+def test_a_kernel_that_never_writes_its_output_is_refused_on_the_client(thread_client, kernel):
+    """The last parameter is the output ``map_blocks`` makes per chunk. A kernel that provably
+    never writes it (not touched, or only read) would give chunks of the new buffer as
+    allocated with no failure anywhere (the launch itself succeeds on the worker), so it is
+    refused at ``map_blocks`` with a ``LaunchArgumentError`` naming the kernel and the
+    parameter; a kernel that does write it, on the same cluster, computes NumPy's result."""
+    xn = np.arange(200.0)
+    x = da.from_array(xn, chunks=50)
+    with pytest.raises(cube.LaunchArgumentError, match=f"{kernel.name}.*'out'"):
+        cubed.map_blocks(kernel, x)
+    np.testing.assert_array_equal(cubed.map_blocks(square, x).compute(), xn * xn)
 
 
 def test_arguments_that_do_not_fit_the_kernel_are_refused():

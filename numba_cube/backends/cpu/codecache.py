@@ -40,6 +40,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import sys
 import tempfile
 import threading
@@ -101,22 +102,52 @@ def module_name(kernel_name: str, source: str) -> tuple[str, str]:
 
 
 def load_module(kernel_name: str, source: str) -> types.ModuleType:
-    """Write (if needed) and import the generated module for ``source``; see the docstring."""
+    """Write (if needed) and import the generated module for ``source``; see the docstring. A
+    cache directory that cannot be written (disk full, read-only, a directory where the lock
+    is) is reported once and the module imported uncached (``_import_uncached``)."""
     modname, stem = module_name(kernel_name, source)
     with _lock:
         mod = sys.modules.get(modname)
         if mod is not None:
             return mod
-        path = config.cache_root() / f"{stem}.py"
+        path = Path(f"{stem}.py")
         try:
-            return _import(modname, path, source)
-        except BaseException:
-            if path.exists():
+            path = config.cache_root() / f"{stem}.py"
+            try:
+                return _import(modname, path, source)
+            except OSError:
                 raise
-        # ``cache clear`` removed the file between its check and the import (Numba's decorator
-        # wants it there): once more, under the cache's lock, which no removal can interleave.
-        with cache_layout.writing(path.parent):
-            return _import(modname, path, source)
+            except BaseException:
+                if path.exists():
+                    raise
+            # ``cache clear`` removed the file between its check and the import (Numba's
+            # decorator wants it there): once more, under the cache's lock, which no removal
+            # can interleave.
+            with cache_layout.writing(path.parent):
+                return _import(modname, path, source)
+        except OSError as exc:
+            cache_layout.report_unusable(path.parent, exc)
+            return _import_uncached(modname, path, source)
+
+
+#: ``cache=True`` in a generated ``@__njit(...)`` decorator line (``codegen``)
+_CACHED_DECORATOR = re.compile(r"^(\s*@__njit\(.*)\bcache=True\b", re.MULTILINE)
+
+
+def _import_uncached(modname: str, path: Path, source: str) -> types.ModuleType:
+    """The generated module without Numba's disk cache: its decorators' ``cache=True`` turned
+    off (Numba's would refuse a function whose file is not there), nothing written. Line numbers
+    and file name stay the module's, so errors still point into the kernel (``linemarks``)."""
+    code = compile(_CACHED_DECORATOR.sub(r"\1cache=False", source), str(path), "exec")
+    mod = types.ModuleType(modname)
+    mod.__file__ = str(path)
+    sys.modules[modname] = mod
+    try:
+        exec(code, mod.__dict__)
+    except BaseException:
+        del sys.modules[modname]
+        raise
+    return mod
 
 
 def _import(modname: str, path: Path, source: str) -> types.ModuleType:
@@ -160,8 +191,11 @@ def store_translation(key: str, record: dict) -> None:
 def load_translation(key: str) -> dict | None:
     """The record ``store_translation`` kept for ``key``, verified; None when there is none, or
     when it fails verification or does not parse (it is then deleted or overwritten)."""
-    payload = numbacache.read_sealed(config.cache_root(), str(_translation_path(key)),
-                                     _translation_context(key))
+    try:
+        payload = numbacache.read_sealed(config.cache_root(), str(_translation_path(key)),
+                                         _translation_context(key))
+    except OSError:                             # no cache directory at all: translate again
+        return None
     if payload is None:
         return None
     try:

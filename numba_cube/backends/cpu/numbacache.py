@@ -40,7 +40,6 @@ import itertools
 import os
 import pickle
 import secrets
-import stat
 import sys
 import tempfile
 from pathlib import Path
@@ -82,20 +81,14 @@ def adopt(module, source: str) -> None:
         value._cache = AuthenticatedCache(value.py_func, path.parent, stamp)
 
 
-def read_private(path: str) -> tuple[bytes, os.stat_result] | None:
-    """The bytes and stat of ``path`` if it is a regular file owned by this user (no symlink)."""
+def read_private(path: str, max_bytes: int = cache_layout.MAX_FILE_BYTES
+                 ) -> tuple[bytes, os.stat_result] | None:
+    """The bytes and stat of ``path`` if it is a regular file owned by this user (no symlink, no
+    FIFO: never blocks) of at most ``max_bytes``, else None (``cache_layout.read_regular``)."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        return cache_layout.read_regular(path, max_bytes)
     except OSError:
         return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or (hasattr(os, "getuid") and st.st_uid != os.getuid()):
-            return None
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            return f.read(), st
-    finally:
-        os.close(fd)
 
 
 def _write_atomically(path: str, data: bytes, *, exclusive: bool = False) -> None:
@@ -130,7 +123,7 @@ def secret_key(root: Path) -> bytes:
     that the entries signed with the old key are recompiled."""
     path = str(root / KEY_NAME)
     for _ in range(3):
-        found = read_private(path)
+        found = read_private(path, max_bytes=_KEY_BYTES)
         if found is not None and len(found[0]) == _KEY_BYTES and not found[1].st_mode & 0o077:
             return found[0]
         # A missing key is published with os.link, so that processes starting together agree on
@@ -217,10 +210,14 @@ def write_sealed(root: Path, path: str, context: tuple[bytes, ...], payload: byt
     over ``context`` (what the file stands for: its name, what it was made from) and ``payload``
     with this user's key, under the cache's lock (``cache_layout.writing``, what ``cache clear``
     takes). ``codecache`` seals its translations this way too."""
-    tag = _tag(secret_key(root), context, payload)
-    # Under the cache's lock, so that ``cache clear`` removes an entry whole or not at all.
-    with cache_layout.writing(root):
-        _write_atomically(path, MAGIC + tag + payload)
+    try:
+        tag = _tag(secret_key(root), context, payload)
+        # Under the cache's lock, so that ``cache clear`` removes an entry whole or not at all.
+        with cache_layout.writing(root):
+            _write_atomically(path, MAGIC + tag + payload)
+    except OSError as exc:              # the callers carry on uncached; say so once
+        cache_layout.report_unusable(root, exc)
+        raise
 
 
 def read_sealed(root: Path, path: str, context: tuple[bytes, ...]) -> bytes | None:
@@ -234,7 +231,12 @@ def read_sealed(root: Path, path: str, context: tuple[bytes, ...]) -> bytes | No
     raw, st = found
     split = len(MAGIC) + _TAG_BYTES
     head, tag, payload = raw[:len(MAGIC)], raw[len(MAGIC):split], raw[split:]
-    expected = _tag(secret_key(root), context, payload)
+    try:
+        key = secret_key(root)
+    except OSError as exc:              # no key can be had (a directory in its place, a full
+        cache_layout.report_unusable(root, exc)     # disk): nothing can be verified, a miss
+        return None
+    expected = _tag(key, context, payload)
     if head != MAGIC or not hmac.compare_digest(tag, expected):
         _discard(path, st)                  # before anything unpickles or executes it
         return None
@@ -254,8 +256,8 @@ def _discard(path: str, seen: os.stat_result | None) -> None:
         if seen is not None and os.lstat(path).st_ino != seen.st_ino:
             return
         os.unlink(path)
-    except FileNotFoundError:
-        pass
+    except OSError:
+        pass                                # gone already, or a directory: a miss either way
 
 
 class _Locator(_CacheLocator):

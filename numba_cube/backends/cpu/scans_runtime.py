@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from numba_cube.backends.cpu.helpercache import sign_helpers
+
 __all__ = ["doubling_end", "windowed_scan"]
 
 
@@ -42,3 +44,7 @@ def windowed_scan(sm, n, bound):
         if u >= w:
             acc -= before[u - w]
         sm[u] = acc
+
+
+# Last: Numba's unsigned cache of these helpers is never read (helpercache.py says why).
+sign_helpers(globals())

@@ -33,6 +33,7 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
+from numba_cube.backends.cpu.helpercache import sign_helpers
 from numba_cube.errors import DivergenceError
 
 __all__ = ["DivergenceError", "mask_bounds", "mask_span", "mask_edge", "snapshot", "check_cube", "vote",
@@ -353,3 +354,7 @@ def activemask(out, act, sel, exited, total, group):
                 if (executing >> lane) & 1:
                     out[wbase + lane] = executing
     return 0
+
+
+# Last: Numba's unsigned cache of these helpers is never read (helpercache.py says why).
+sign_helpers(globals())
