@@ -11,6 +11,7 @@ distance between the two units that meet.
 from __future__ import annotations
 
 import ast
+import math
 from collections import Counter
 
 from numba_cube.backends.cpu.analysis import assignment_sources, store_counts
@@ -121,28 +122,43 @@ class UnitFacts:
             return (self.counts[e.id] == 1 and len(exprs) == 1
                     and self.increasing(exprs[0], depth + 1))
         varying = [(sign, t) for sign, t in terms(e) if self.varies(t)]
-        return (len(varying) == 1 and varying[0][0] == 1
-                and not isinstance(varying[0][1], ast.BinOp)
-                and self.increasing(varying[0][1], depth + 1))
+        if len(varying) != 1 or varying[0][0] != 1:
+            return False
+        term = varying[0][1]
+        if isinstance(term, ast.BinOp) and isinstance(term.op, ast.Mult):
+            # k * X with a positive literal k grows with X
+            for k, x in ((term.left, term.right), (term.right, term.left)):
+                if isinstance(k, ast.Constant) and type(k.value) is int and k.value > 0:
+                    return self.increasing(x, depth + 1)
+            return False
+        return not isinstance(term, ast.BinOp) and self.increasing(term, depth + 1)
 
     def varies(self, e: ast.expr) -> bool:
         return self._depends_on_unit(e, self.unit_dependent)
 
     def disjoint(self, a: ast.expr, b: ast.expr) -> bool:
-        """``B + p`` and ``B + q`` with ``B`` the same for every unit and constants
-        ``p != q`` (``row`` and ``row - 1``): no two units meet there."""
+        """``B + p`` and ``B + q`` with constants ``p != q``: no two units meet there when ``B``
+        is the same for every unit (``row`` and ``row - 1``), nor when every term of ``B`` is a
+        multiple of ``k`` and ``k`` does not divide ``p - q`` (``2 * tid`` and ``2 * tid + 1``)."""
         a_terms = [(sign, ast.dump(t), t) for sign, t in terms(a)]
         b_terms = [(sign, ast.dump(t), t) for sign, t in terms(b)]
         common = Counter((s, d) for s, d, _ in a_terms) & Counter((s, d) for s, d, _ in b_terms)
-        if any(self.varies(t) for s, d, t in a_terms if (s, d) in common):
-            return False
         rest_a = Counter((s, d) for s, d, _ in a_terms) - common
         rest_b = Counter((s, d) for s, d, _ in b_terms) - common
         constants = [(s, t) for s, d, t in a_terms if (s, d) in rest_a] + \
                     [(-s, t) for s, d, t in b_terms if (s, d) in rest_b]
         if not all(isinstance(t, ast.Constant) and type(t.value) is int for _, t in constants):
             return False
-        return sum(s * t.value for s, t in constants) != 0
+        gap = sum(s * t.value for s, t in constants)
+        if gap == 0:
+            return False
+        base = [t for s, d, t in a_terms if (s, d) in common]
+        if not any(self.varies(t) for t in base):
+            return True
+        # B(u) - B(v) is a multiple of k for any two units: it cannot equal a gap k does not divide
+        factors = [_literal_factor(t) for t in base if self.varies(t)]   # uniform ones cancel
+        return all(f is not None and f > 1 for f in factors) and \
+            gap % math.gcd(*factors) != 0
 
     def distance_nonneg(self, stored: ast.expr, loaded: ast.expr, bounds) -> bool:
         """Is ``loaded - stored`` >= 0, the same for every unit, over an index that grows with
@@ -161,6 +177,18 @@ class UnitFacts:
         # for every unit (else the reader/writer order could flip between units)
         return all(sign == 1 and self.is_nonneg(t, bounds=bounds)
                    and not self.varies(t) for sign, t in extra)
+
+
+def _literal_factor(t: ast.expr) -> int | None:
+    """``k`` for a term ``k * x`` or ``x * k`` (``k`` an int literal), ``t`` itself if it is
+    an int literal; else None."""
+    if isinstance(t, ast.Constant) and type(t.value) is int:
+        return abs(t.value)
+    if isinstance(t, ast.BinOp) and isinstance(t.op, ast.Mult):
+        for k in (t.left, t.right):
+            if isinstance(k, ast.Constant) and type(k.value) is int:
+                return abs(k.value)
+    return None
 
 
 def _pure_call(n: ast.Call) -> bool:
