@@ -8,7 +8,7 @@ of that work depends only on *what* is launched (kernel, bound buffers, scalar t
 stream), which repeats from launch to launch in every real program: a loop, a pipeline per thread.
 
 So after a general launch the mechanism *arms* a ``WarmLaunch``: its bound launch, its CUDA
-stream, the hazard states of its buffers and its ledger regions, all resolved (a few per kernel, newest
+stream, the hazard states of its buffers and its buffers' memories, all resolved (a few per kernel, newest
 first). The next launch of that kernel with the same handles (by identity), scalar types,
 geometry, dynamic shared memory size, options and stream *fires* it:
 
@@ -16,7 +16,9 @@ geometry, dynamic shared memory size, options and stream *fires* it:
 2. under the device lock: the state that may have changed since arming is checked, and any
    change sends the launch to the general path, which is always correct:
    - a capture window open on the device (launches there are recorded, not run);
-   - a failure in the ledger on any of its regions (the general path skips or repairs);
+   - a failure in the ledger on any of its regions (the general path skips or repairs); a
+     *pending* state there (a kernel that can raise, unchecked yet: ``runtime/pending.py``) is
+     handled here instead (``warm_checks.py``): the launch leaves its write set pending too;
    - its stream's CUDA stream recycled (``retired``: it would then serve another stream id);
 3. dependencies: when this entry made the device's last registration and nobody has been handed
    its last task since (``hazards.py``, "Renewal"; ``WarmTask.renew``), that task stands for
@@ -48,6 +50,14 @@ What the warm path leaves out, and why that is the same contract:
   only when none of them is active (``runtime/watchers.py``, ``ExclusiveGate.owner``);
 - *dynamic counts, foreign (borrowed) buffers, compile failures, the baseline dependency rule,
   debug kernels (their exception flag is read back after each launch)*: never armed.
+
+A kernel that can raise (``exception_codegen.py``) is armed like any other: each warm launch
+takes its own error word (``error_slots.py``) and packs its address into the parameter block
+before the driver call, and its write set is left pending on it. In a loop of one such launch
+the entry's pending state is *renewed* (``warm_checks.py``) instead of recorded again: a word
+taken and a few attribute stores per launch. A kernel that cannot raise, on buffers the ledger
+knows nothing about, pays an attribute load and three tests of a local more than before: no
+driver call, nothing recorded.
 - *tuples, records, enum members, dates* (``runtime/composite.py``): never armed either (``arm``
   arms handles and plain numbers only), so the match stays one type test per argument.
 
@@ -63,24 +73,30 @@ of the server's: the client calls ``WarmPath.fast_launch`` itself (``DeviceServe
 
 from __future__ import annotations
 
+import struct
 import weakref
 
-from ...runtime.ledger import failed_writing
+from ...runtime.ledger import Pending, failed_writing
 from ...runtime.warm_match import PLAIN_GEOMETRY, entry_matcher, match_of
+from .error_slots import SlotRun
 from .tasks import WarmTask
+from .warm_checks import CLEAR, entry_facts, fresh_state
 
 __all__ = ["WarmLaunch", "WarmPath"]
 
 #: Armed launches kept per kernel (see ``WarmPath.arm``).
 WARM_ENTRIES_PER_KERNEL = 4
+#: an error word's address in the parameter block (packed_launch.py)
+_WORD = struct.Struct("<Q")
 
 
 class WarmLaunch:
     """One armed launch (see the module docstring)."""
 
     __slots__ = ("count", "dim", "grid", "block", "match", "matcher", "stream", "options", "cs",
-                 "source", "packed", "pack", "fire", "read_states", "write_states", "regions",
-                 "kernel_id", "shared_bytes", "crossed", "last_task", "__weakref__")
+                 "source", "packed", "pack", "fire", "read_states", "write_states", "kernel_id", "shared_bytes", "crossed", "last_task", "node", "checks", "errors",
+                 "word_offset", "buf", "mems", "read_only_mems", "renewable", "self_reading",
+                 "__weakref__")
 
     def __init__(self, count, dim, grid, block, match, stream, options, cs, bound, read_states,
                  write_states, kernel_id, shared_bytes=0):
@@ -107,10 +123,16 @@ class WarmLaunch:
         self.fire = bound.packed.launcher(grid, block, shared_bytes, cs.handle, _fire_installer(self))
         self.read_states = read_states  # hazard states of the buffers only read
         self.write_states = write_states
-        self.regions = bound.reads + bound.writes   # what the ledger is asked about, per launch
         self.kernel_id = kernel_id
         self.crossed = False            # its last launch waited for another stream (see fast_launch)
         self.last_task = None           # the task of its last launch that register_solo accepted
+        # Checking (warm_checks.py): the device's error words if the kernel can raise, how its
+        # word becomes the exception, where the word's address goes in the parameter block, its
+        # buffers, and its own pending state while it may be renewed.
+        for name, value in entry_facts(bound).items():
+            setattr(self, name, value)
+        self.buf = bound.packed.block.buf
+        self.node = None
 
 
 
@@ -183,10 +205,19 @@ class WarmPath:
                 if self._captures or cs.retired:
                     return None
                 ledger = self._ledger
-                # ``failed_memories`` empty: nothing failed anywhere (first_failure's own test,
-                # without its call).
-                if ledger.failed_memories and ledger.first_failure(armed.regions) is not None:
-                    return None
+                # ``failed_memories`` empty: nothing failed or pending anywhere (first_failure's
+                # own test, without its call). Else, or for a kernel that can raise, what the
+                # launch leaves in the ledger (warm_checks.py): ``state`` is the entry's own
+                # pending state renewed, a fresh state recorded after the launch, or None.
+                failed = ledger.failed_memories
+                state = None
+                if failed or armed.checks is not None:
+                    state = armed.node
+                    if state is None or state.sealed or (
+                            armed.read_only_mems and not failed.keys().isdisjoint(armed.read_only_mems)):
+                        state = self._fresh(armed, failed)
+                        if state is False:
+                            return None
                 pack = armed.pack
                 if pack is not None:
                     try:
@@ -224,6 +255,10 @@ class WarmPath:
                         deps = hazards.register_states(task, armed.read_states, armed.write_states)
                         armed.crossed = bool(deps)
                         cs.renewable = None
+                if state is not None and armed.checks is not None:
+                    # Its own error word (error_slots.py), for its renewed or fresh state.
+                    _WORD.pack_into(armed.buf, armed.word_offset,
+                                    armed.checks.take(state.run, cs, seq))
                 cs.seq = seq
                 cs.tail = task
                 if deps:
@@ -242,6 +277,12 @@ class WarmPath:
                     # recorded as the general path records work that never started
                     refused = armed.packed.refused(err, armed.grid, armed.block, armed.shared_bytes)
                     failed_writing(ledger, armed.kernel_id, armed.source.writes, refused)
+                elif state is not None:
+                    if state is armed.node:
+                        state.task = task   # renewed: it now stands for this launch too
+                        state.seq = seq
+                    else:
+                        self._record(armed, state, task, seq)
                 # No event here: the task borrows one when somebody has to wait for it (WarmTask).
                 self._fired += 1
                 return armed.kernel_id
@@ -251,6 +292,33 @@ class WarmPath:
                     channel.run_deferred()
         finally:
             lock.release()
+
+    def _fresh(self, armed: WarmLaunch, failed):
+        """The state a launch of ``armed`` that cannot renew its own leaves (after the launch,
+        ``_record``): None (nothing to record), a ``Pending``, ``CLEAR``, or False when the
+        general path must take it (``warm_checks.fresh_state``)."""
+        if failed and not failed.keys().isdisjoint(armed.mems):
+            fresh = fresh_state(self._ledger, armed)
+            return False if fresh is None else fresh
+        if armed.checks is not None:
+            return Pending(armed.kernel_id, (), SlotRun(armed.checks, armed.errors,
+                                                         armed.self_reading))
+        return None
+
+    def _record(self, armed: WarmLaunch, fresh, task, seq: int) -> None:
+        """Record a fresh state on the write set after the launch (``warm_checks.fresh_state``).
+        A pending one with an error word may be renewed by the entry's next launch
+        (``warm_checks``): one without parents, or any of a kernel that reads what it writes
+        (every later launch inherits what its first one inherited)."""
+        if fresh is CLEAR:
+            self._ledger.record(armed.source.writes, None)
+            armed.node = None
+            return
+        fresh.task = task
+        fresh.seq = seq
+        self._ledger.record(armed.source.writes, fresh)
+        armed.node = fresh if (fresh.run is not None and armed.renewable
+                               and (armed.self_reading or not fresh.parents)) else None
 
     def arm(self, req, bound, cs) -> None:
         """After a general launch that ran: make the next identical one warm, if it can be."""

@@ -1,0 +1,68 @@
+"""What a warm launch (``fast_path.py``) leaves in the ledger when checking is involved.
+
+A launch of a kernel that can raise leaves its write set ``Pending`` on its error word
+(``runtime/pending.py``, ``error_slots.py``), and so does any launch that reads a buffer still
+pending; the general path does that in the execute scope. The warm path does the same without
+the scope, in three ways, cheapest first:
+
+- **renew**: the entry's own pending state (``WarmLaunch.node``) is still what its write set
+  holds and nobody looked at it (not ``sealed``), its inputs are otherwise untouched, and it has
+  no parents: it stands for this launch too, which only takes an error word (``SlotRun.add``).
+  That is the steady state of a loop of one kernel that can raise.
+- **fresh** (``fresh_state``): a new state, recorded after the launch: pending on the inputs'
+  states (parents, read order) and on the launch's own word; or clean, where stale pending
+  states on the outputs must go (a kernel that cannot raise rewriting them).
+- the **general path**, where a failure is settled on an input (the launch is skipped) or on an
+  output (the scope's claim repairs it), exactly as before.
+
+A kernel that cannot raise, on buffers with nothing in the ledger, does none of this (one truth
+test of the ledger's dict, as before).
+"""
+
+from __future__ import annotations
+
+from ...runtime.ledger import Pending, pending_inputs
+from .error_slots import SlotRun
+
+__all__ = ["CLEAR", "entry_facts", "fresh_state"]
+
+#: ``fresh_state``'s answer when the launch leaves its write set clean
+CLEAR = object()
+
+
+def entry_facts(bound) -> dict:
+    """What an armed entry needs for the above, worked out once (``WarmPath.arm``)."""
+    packed = bound.packed
+    reads, writes = bound.reads, bound.writes
+    write_mems = bound.write_mems
+    # An input that is exactly an output is the entry's own (its own state sits there); one in
+    # an output's memory but not equal to an output could carry anything: never renewed.
+    renewable = all(r in writes or r[0] not in write_mems for r in reads)
+    self_reading = any(r[0] == w[0] and r[1] < w[2] and w[1] < r[2] for r in reads for w in writes)
+    return {
+        "checks": packed.checks,                     # the device's words, if it can raise
+        "errors": packed.kernel.raises,
+        "word_offset": packed.word_offset,
+        "mems": frozenset(bound.read_mems | write_mems),
+        "read_only_mems": frozenset(r[0] for r in reads if r not in writes),
+        "renewable": renewable and bool(writes),
+        "self_reading": self_reading,
+    }
+
+
+def fresh_state(ledger, armed):
+    """The state a warm launch of ``armed`` leaves on its write set, when the ledger has
+    something on its buffers: a new ``Pending`` (task and position set by the caller), ``CLEAR``,
+    or None when the general path must take the launch (a settled failure on a buffer)."""
+    source = armed.source
+    if ledger.first_failure(source.reads) is not None or \
+            ledger.first_failure(source.writes) is not None:
+        return None
+    inherited, parents = pending_inputs(ledger, source.reads)
+    if inherited is not None:
+        return None                 # known failed now: the general path skips it
+    run = SlotRun(armed.checks, armed.errors, armed.self_reading) \
+        if armed.checks is not None else None
+    if parents or run is not None:
+        return Pending(armed.kernel_id, parents, run)
+    return CLEAR
