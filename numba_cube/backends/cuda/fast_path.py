@@ -80,7 +80,7 @@ from ...runtime.ledger import Pending, failed_writing
 from ...runtime.warm_match import PLAIN_GEOMETRY, entry_matcher, match_of
 from .error_slots import SlotRun
 from .tasks import WarmTask
-from .warm_checks import CLEAR, entry_facts, fresh_state
+from .warm_checks import CLEAR, entry_facts, fresh_state, same_inputs
 
 __all__ = ["WarmLaunch", "WarmPath"]
 
@@ -95,8 +95,8 @@ class WarmLaunch:
 
     __slots__ = ("count", "dim", "grid", "block", "match", "matcher", "stream", "options", "cs",
                  "source", "packed", "pack", "fire", "read_states", "write_states", "kernel_id", "shared_bytes", "crossed", "last_task", "node", "checks", "errors",
-                 "word_offset", "buf", "mems", "read_only_mems", "renewable", "self_reading",
-                 "__weakref__")
+                 "word_offset", "buf", "mems", "read_only", "read_only_mems", "renewable",
+                 "self_reading", "inputs", "__weakref__")
 
     def __init__(self, count, dim, grid, block, match, stream, options, cs, bound, read_states,
                  write_states, kernel_id, shared_bytes=0):
@@ -133,6 +133,7 @@ class WarmLaunch:
             setattr(self, name, value)
         self.buf = bound.packed.block.buf
         self.node = None
+        self.inputs = ()                # the pending states of ``read_only`` when ``node`` was made
 
 
 
@@ -214,7 +215,8 @@ class WarmPath:
                 if failed or armed.checks is not None:
                     state = armed.node
                     if state is None or state.sealed or (
-                            armed.read_only_mems and not failed.keys().isdisjoint(armed.read_only_mems)):
+                            armed.read_only_mems and not failed.keys().isdisjoint(armed.read_only_mems)
+                            and not same_inputs(ledger, armed)):
                         state = self._fresh(armed, failed)
                         if state is False:
                             return None
@@ -281,6 +283,8 @@ class WarmPath:
                     if state is armed.node:
                         state.task = task   # renewed: it now stands for this launch too
                         state.seq = seq
+                        if armed.checks is None:
+                            state.run.launches += 1     # (a kernel that cannot raise: Repeats)
                     else:
                         self._record(armed, state, task, seq)
                 # No event here: the task borrows one when somebody has to wait for it (WarmTask).
@@ -306,19 +310,21 @@ class WarmPath:
         return None
 
     def _record(self, armed: WarmLaunch, fresh, task, seq: int) -> None:
-        """Record a fresh state on the write set after the launch (``warm_checks.fresh_state``).
-        A pending one with an error word may be renewed by the entry's next launch
-        (``warm_checks``): one without parents, or any of a kernel that reads what it writes
-        (every later launch inherits what its first one inherited)."""
+        """Record a fresh state on the write set after the launch (``warm_checks.fresh_state``);
+        a pending one may be renewed by the entry's next launch (``warm_checks``)."""
+        ledger = self._ledger
         if fresh is CLEAR:
-            self._ledger.record(armed.source.writes, None)
+            ledger.record(armed.source.writes, None)
             armed.node = None
             return
         fresh.task = task
         fresh.seq = seq
-        self._ledger.record(armed.source.writes, fresh)
-        armed.node = fresh if (fresh.run is not None and armed.renewable
-                               and (armed.self_reading or not fresh.parents)) else None
+        ledger.record(armed.source.writes, fresh)
+        if armed.renewable:
+            armed.node = fresh
+            armed.inputs = ledger.pending_of(armed.read_only) if fresh.parents else ()
+        else:
+            armed.node = None
 
     def arm(self, req, bound, cs) -> None:
         """After a general launch that ran: make the next identical one warm, if it can be."""

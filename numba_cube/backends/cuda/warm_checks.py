@@ -6,9 +6,13 @@ pending; the general path does that in the execute scope. The warm path does the
 the scope, in three ways, cheapest first:
 
 - **renew**: the entry's own pending state (``WarmLaunch.node``) is still what its write set
-  holds and nobody looked at it (not ``sealed``), its inputs are otherwise untouched, and it has
-  no parents: it stands for this launch too, which only takes an error word (``SlotRun.add``).
-  That is the steady state of a loop of one kernel that can raise.
+  holds and nobody looked at it (not ``sealed``), and its other inputs hold what they held when
+  the state was made (nothing, or the same pending states: ``same_inputs``): it stands for this
+  launch too, which only takes an error word (``ErrorSlots.take``) or, for a kernel that cannot
+  raise, counts itself (``Repeats``). For a kernel that reads what it writes every launch after
+  the first inherits what the first inherited; otherwise the last launch rewrote everything and
+  read the same inputs. That is the steady state of a loop, also one reading a buffer that a
+  kernel that can raise wrote once: one state for the whole loop, not one per launch.
 - **fresh** (``fresh_state``): a new state, recorded after the launch: pending on the inputs'
   states (parents, read order) and on the launch's own word; or clean, where stale pending
   states on the outputs must go (a kernel that cannot raise rewriting them).
@@ -22,12 +26,30 @@ test of the ledger's dict, as before).
 from __future__ import annotations
 
 from ...runtime.ledger import Pending, pending_inputs
+from ...runtime.pending import Run
 from .error_slots import SlotRun
 
-__all__ = ["CLEAR", "entry_facts", "fresh_state"]
+__all__ = ["CLEAR", "Repeats", "entry_facts", "fresh_state", "same_inputs"]
 
 #: ``fresh_state``'s answer when the launch leaves its write set clean
 CLEAR = object()
+
+
+class Repeats(Run):
+    """The own outcome of launches of a kernel that cannot raise: none. It counts them, for the
+    chain of one that reads what it writes (each launch passes an inherited failure on)."""
+
+    __slots__ = ("launches", "self_reading")
+
+    def __init__(self, self_reading: bool):
+        self.launches = 1
+        self.self_reading = self_reading
+
+    def outcome(self, complete: bool):
+        return None
+
+    def inheriting(self) -> int:
+        return self.launches if self.self_reading else 1
 
 
 def entry_facts(bound) -> dict:
@@ -39,12 +61,14 @@ def entry_facts(bound) -> dict:
     # an output's memory but not equal to an output could carry anything: never renewed.
     renewable = all(r in writes or r[0] not in write_mems for r in reads)
     self_reading = any(r[0] == w[0] and r[1] < w[2] and w[1] < r[2] for r in reads for w in writes)
+    other_reads = tuple(r for r in reads if r not in writes)
     return {
         "checks": packed.checks,                     # the device's words, if it can raise
         "errors": packed.kernel.raises,
         "word_offset": packed.word_offset,
         "mems": frozenset(bound.read_mems | write_mems),
-        "read_only_mems": frozenset(r[0] for r in reads if r not in writes),
+        "read_only": other_reads,
+        "read_only_mems": frozenset(r[0] for r in other_reads),
         "renewable": renewable and bool(writes),
         "self_reading": self_reading,
     }
@@ -61,8 +85,16 @@ def fresh_state(ledger, armed):
     inherited, parents = pending_inputs(ledger, source.reads)
     if inherited is not None:
         return None                 # known failed now: the general path skips it
-    run = SlotRun(armed.checks, armed.errors, armed.self_reading) \
-        if armed.checks is not None else None
-    if parents or run is not None:
-        return Pending(armed.kernel_id, parents, run)
+    if armed.checks is not None:
+        return Pending(armed.kernel_id, parents, SlotRun(armed.checks, armed.errors,
+                                                         armed.self_reading))
+    if parents:
+        return Pending(armed.kernel_id, parents, Repeats(armed.self_reading))
     return CLEAR
+
+
+def same_inputs(ledger, armed) -> bool:
+    """Whether the inputs that are not the entry's own outputs hold what they held when its
+    state was made (no failure; the same pending states, in order): renewal's condition."""
+    regions = armed.read_only
+    return ledger.first_failure(regions) is None and ledger.pending_of(regions) == armed.inputs

@@ -36,6 +36,7 @@ import builtins
 import collections
 import ctypes
 import dis
+import gc
 import itertools
 import pickle
 import re
@@ -320,6 +321,11 @@ class FakeApi:
             else:
                 args.append(v)
         args = _renest(func.template, iter(args))
+        # No garbage collection while the simulator's unit threads start: a handle's finalizer
+        # run there (the collector picks any thread) would call this driver, whose lock the
+        # thread waiting for them holds: a deadlock no real driver can have.
+        collecting = gc.isenabled()
+        gc.disable()
         try:
             with SIMULATOR_LOCK:
                 func.fake[grid, block, 0, shared](*args)
@@ -333,6 +339,9 @@ class FakeApi:
             self.fault_reason = exc
             for st in self.streams.values():
                 st.ops.clear()
+        finally:
+            if collecting:
+                gc.enable()
 
     def _decode(self, func: _Function, params: int) -> list:
         """Copy the kernel's parameters out of ``kernelParams`` (the driver does it at launch)."""

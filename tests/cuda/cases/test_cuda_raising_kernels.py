@@ -24,8 +24,9 @@ import numba_cube as cube
 from numba_cube.errors import CaptureError, LaunchFailure, UnrecordedFailureWarning
 
 from _cuda_setup import KIND, only
-from _raising_kernels import (KernelError, add_one, asserted_copy, bounded_fill, checked_double,
-                              count_up, raise_bare, raise_writing_nothing, through_device_function)
+from _raising_kernels import (KernelError, accumulate, add_one, asserted_copy, bounded_fill,
+                              checked_double, count_up, raise_bare, raise_writing_nothing,
+                              through_device_function)
 
 N = 32
 GPU_PATH = KIND in ("fake", "gpu")
@@ -195,6 +196,28 @@ def test_a_launch_that_writes_nothing_warns_at_sync(client):
         client.sync()
     found = [w for w in caught if issubclass(w.category, UnrecordedFailureWarning)]
     assert len(found) == 1 and "no buffer to carry this" in str(found[0].message)
+
+
+@only("fake", "gpu", why="the warm path's pending states")
+def test_a_loop_reading_a_pending_buffer_keeps_one_state(client):
+    """A loop of a kernel that cannot raise, reading what a kernel that can raise wrote: its
+    warm launches renew one pending state (the ledger does not grow with the loop), the result
+    is right when nothing raised, and a raise upstream reaches the loop's output."""
+    x, y = client.create(np.zeros(N, dtype=np.int64)), client.create(np.zeros(N, dtype=np.int64))
+    client.launch(checked_double, 1, N, x, client.create(np.ones(N, dtype=np.int64)))
+    for _ in range(3):
+        client.launch(accumulate, 1, N, y, x)
+    entries = len(client.server.ledger)
+    for _ in range(47):
+        client.launch(accumulate, 1, N, y, x)
+    assert len(client.server.ledger) == entries
+    np.testing.assert_array_equal(client.read(y), np.full(N, 100))
+    client.launch(checked_double, 1, N, x, client.create(np.full(N, -1, dtype=np.int64)))
+    for _ in range(5):
+        client.launch(accumulate, 1, N, y, x)
+    with pytest.raises(ValueError) as info:
+        client.read(y)
+    assert info.value.chain[0] == checked_double.id and info.value.chain[1] == accumulate.id
 
 
 @only("fake", "gpu", why="the error words are the GPU path's")
