@@ -76,37 +76,50 @@ def _no_gpu(monkeypatch):
     monkeypatch.setattr(dispatcher, "get_current_device", lambda: _Device())
 
 
-def _lowered(py_func, debug=False):
+def _lowered(py_func, debug=False, lineinfo=False):
     """numba-cuda's kernel function (still returning its status) and its code library."""
     from numba.cuda.compiler import compile_cuda
 
-    cres = compile_cuda(py_func, types.void, (ARRAY, ARRAY), debug=debug, cc=(9, 0))
+    cres = compile_cuda(py_func, types.void, (ARRAY, ARRAY), debug=debug, lineinfo=lineinfo,
+                        cc=(9, 0))
     return cres, cres.library.get_function(cres.fndesc.llvm_func_name)
 
 
-def _fixed(py_func, record=True, debug=False):
+def _fixed(py_func, record=True, debug=False, lineinfo=False):
     """Lower and fix up ``py_func`` as numba-cuda's ``_Kernel`` does, inside the window."""
     import sys
 
     from numba.cuda.dispatcher import _Kernel
 
     with codegen.compiling(record=record) as found:
-        cres, fn = _lowered(py_func, debug)
+        cres, fn = _lowered(py_func, debug, lineinfo)
         sys.modules[_Kernel.__module__].kernel_fixup(fn, debug)
     return cres, fn, found
 
 
 def _verify(fn) -> None:
+    """LLVM's verifier, and every typed reference to the kernel (``@llvm.used``, the NVVM
+    annotations) of the kernel's final type: NVVM reads typed pointers, where LLVM's own parser
+    upgrades them to opaque ones and would not see a stale reference."""
+    import re
+
     import llvmlite.binding as llvm
 
-    llvm.parse_assembly(str(fn.module)).verify()
+    text = str(fn.module)
+    llvm.parse_assembly(text).verify()
+    prototype = re.search(r'define void @"?' + re.escape(fn.name) + r'"?\((.*)\)', text).group(1)
+    params = [p.rsplit(" ", 1)[0] for p in prototype.split(", ")]
+    references = re.findall(r'void \(([^()]*)\)\* @"?' + re.escape(fn.name) + '"?', text)
+    assert references and all(r.split(", ") == params for r in references), (params, references)
 
 
-def test_a_kernel_that_can_raise_stores_its_status_in_a_trailing_word():
+@pytest.mark.parametrize("lineinfo", [False, True])
+def test_a_kernel_that_can_raise_stores_its_status_in_a_trailing_word(lineinfo):
     """Its last parameter is the error word; the raise paths store their status there; the IR
-    verifies; the fixup reports it, and numba-cuda's own parameters are unchanged before it."""
+    verifies (also with line info); the fixup reports it, and numba-cuda's own parameters are
+    unchanged before it."""
     _, plain_fn, _ = _fixed(_plain)
-    cres, fn, found = _fixed(_raising)
+    cres, fn, found = _fixed(_raising, lineinfo=lineinfo)
     fixup, = found
     assert fixup.entry == fn.name and fixup.word
     assert fn.args[-1].name == codegen.WORD_PARAM
@@ -140,6 +153,7 @@ def test_which_kernels_can_raise_looks_through_device_functions():
     cres, fn, (fixup,) = _fixed(_plain)
     assert not fixup.word and not fixup.may_raise(cres.library.modules)
     assert fn.args[-1].name != codegen.WORD_PARAM
+    _verify(fn)
 
 
 def test_observing_only_adds_nothing():

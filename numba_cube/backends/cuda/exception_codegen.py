@@ -127,7 +127,7 @@ def function_may_fail(name: str, defined: dict) -> bool:
 def _store_statuses(kernel):
     """Add the error word to ``kernel`` (an LLVM function still returning its status): before
     each ``ret`` of a status that may be a failure, store it in the word. Returns the word's
-    argument, which ``_append_word`` puts into the signature once numba-cuda's fixup is done."""
+    argument, which ``_append_word`` puts into the signature."""
     from llvmlite import ir
 
     i32 = ir.IntType(32)
@@ -163,14 +163,23 @@ def _store_statuses(kernel):
 
 
 def _append_word(kernel, word) -> None:
-    """Make ``word`` the last parameter of ``kernel`` (after numba-cuda's fixup made it return
-    void and dropped its return-value pointer)."""
+    """Make ``word`` the last parameter of ``kernel``, before numba-cuda's fixup runs: the fixup
+    derives the kernel's final type from the current one (dropping the return-value pointer),
+    and ``nvvm.set_cuda_kernel`` at its end writes that type into ``@llvm.used``; a parameter
+    added afterwards would leave a reference of another type there, which NVVM refuses."""
     from llvmlite import ir
 
     kernel.args = tuple(kernel.args) + (word,)
-    ftype = ir.FunctionType(ir.VoidType(), [a.type for a in kernel.args])
+    ftype = ir.FunctionType(kernel.ftype.return_type, [a.type for a in kernel.args])
     kernel.ftype = ftype
     kernel.type = ftype.as_pointer() if isinstance(kernel.type, ir.PointerType) else ftype
+
+
+def _void_type(kernel) -> None:
+    """After numba-cuda's fixup (which updates ``type`` only): ``ftype`` to match."""
+    from llvmlite import ir
+
+    kernel.ftype = ir.FunctionType(ir.VoidType(), [a.type for a in kernel.args])
 
 
 def _wrapped_fixup(original):
@@ -182,9 +191,11 @@ def _wrapped_fixup(original):
         needs_word = _local.record and (opaque or bool(callees)
                                         or any(c not in _SUCCESS for c in codes))
         word = _store_statuses(kernel) if needs_word else None
-        result = original(kernel, debug)
         if word is not None:
             _append_word(kernel, word)
+        result = original(kernel, debug)
+        if word is not None:
+            _void_type(kernel)
         found.append(Fixup(kernel.name, word is not None, codes, callees, opaque))
         return result
     kernel_fixup.numba_cube_original = original
