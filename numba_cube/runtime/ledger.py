@@ -61,6 +61,9 @@ class Ledger:
         #: the task whose dispatch is running now, set by an executor that dispatches inline (the
         #: CUDA streams) so that a pending state made by the execute scope knows its position
         self.dispatching = None
+        #: bumped by every change of an entry: equal numbers mean nothing changed in between
+        #: (the CUDA warm path renews a pending state on that: ``warm_checks.py``)
+        self.version = 0
 
     def failure_of(self, region: Region) -> Failure | None:
         """A failure on any byte of ``region``; a settled one is preferred over a claim in flight.
@@ -114,6 +117,7 @@ class Ledger:
     def _settled(self, mem, node: Pending, outcome) -> None:
         """Replace ``node``'s entries of ``mem`` by its outcome (a Failure, or clean: removed)."""
         with self._lock:
+            self.version += 1
             entries = self._entries.get(mem)
             if entries is None:
                 return
@@ -136,6 +140,7 @@ class Ledger:
     def record(self, regions: Iterable[Region], failure: Failure | None) -> None:
         """Make ``failure`` (or clean, for ``None``) the state of every byte of ``regions``."""
         with self._lock:
+            self.version += 1
             for mem, start, stop in regions:
                 if mem not in self._entries:      # the common case: a clean buffer
                     if failure is not None:
@@ -151,6 +156,7 @@ class Ledger:
     def release(self, regions: Iterable[Region], claim: Failure) -> None:
         """Clear the bytes of ``regions`` that still carry ``claim`` (and nothing else)."""
         with self._lock:
+            self.version += 1
             for mem, start, stop in regions:
                 entries = self._entries.get(mem)
                 if entries is None:
@@ -164,6 +170,7 @@ class Ledger:
     def forget(self, memory_id: object) -> None:
         """The buffer is freed: its entries die with it."""
         with self._lock:
+            self.version += 1
             for e in self._entries.pop(memory_id, ()):
                 if type(e.failure) is Pending:
                     e.failure.sealed = True

@@ -61,6 +61,10 @@ class _Streams:
         self.events = _Events()
         self.done = set()
         self.synced = []
+        self.streams = []
+
+    def live(self):
+        return self.streams
 
     def query(self, event):
         return event in self.done
@@ -90,6 +94,8 @@ def _ring(size=8):
 
 def _launch(ring, run, cs):
     """One launch on ``cs``: its word's address (what the kernel gets)."""
+    if cs not in ring._streams.streams:
+        ring._streams.streams.append(cs)
     cs.seq += 1
     return ring.take(run, cs, cs.seq)
 
@@ -137,9 +143,10 @@ def test_a_pure_run_counts_its_last_launch_a_self_reading_one_its_first_raise():
 
 
 def test_words_are_reused_once_their_launches_are_known_complete():
-    """Past a half of the ring, leaving it records an event on each stream that used it; coming
-    back to it asks that event (done: no wait), hands the raised words to their runs and clears
-    them, so each launch starts from zero and a run still answers after its word was reused."""
+    """Past a half of the ring, leaving it records an event on each stream with work not known
+    complete; coming back to it asks that event (done: no wait), hands the raised words to
+    their runs and clears them, so each launch starts from zero and a run still answers after
+    its word was reused."""
     ring, driver, streams = _ring(8)
     cs = _Stream()
     first = SlotRun(ring, _Errors(), False)

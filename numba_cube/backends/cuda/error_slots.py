@@ -10,8 +10,8 @@ and nothing is copied, cleared or waited for per launch:
   known complete;
 - ``take`` gives the next word to a launch and counts it in its ``SlotRun``: a few stores;
 - the ring is reused half by half. When a launch first takes a word of a half, the launches that
-  used that half a round ago must be complete: an event recorded on each stream that used it,
-  when the ring left it, says so (``cuEventQuery``: done long ago, almost always; else waited
+  used that half a round ago must be complete: an event recorded on each stream with work not
+  known complete, when the ring left it, says so (``cuEventQuery``: done long ago, almost always; else waited
   for, counted in ``waits``). The half's nonzero words are then handed to their runs
   (``SlotRun.consumed``) and cleared: a word is zero whenever a launch gets it.
 
@@ -50,17 +50,17 @@ class SlotRun(Run):
         self.errors = errors            # code -> exception
         self.self_reading = self_reading
         self.last = -1                  # ring sequence number of its last launch's word
-        self.last_code = None           # that word's value, once the ring consumed it
+        self.last_code = None           # (g, value) of a word of it the ring consumed nonzero
         self.seqs = collections.deque() if self_reading else None   # words not consumed yet
         self.first = None               # (launch index, code) of the first launch that raised
         self.dropped = 0                # launches whose words were consumed clean (self-reading)
-        self.launches = 0
+        self.launches = 0               # counted for a self-reading run only (see ``take``)
 
     def consumed(self, g: int, code: int) -> None:
         """The ring reuses word ``g``, which holds ``code`` (nonzero; its launch is complete)."""
         if self.seqs is None:
             if g == self.last:
-                self.last_code = code
+                self.last_code = (g, code)
             return
         seqs = self.seqs
         # The ring hands nonzero words over in order, so earlier words still listed were zero.
@@ -84,14 +84,15 @@ class SlotRun(Run):
     def outcome(self, complete: bool):
         ring = self.ring
         if self.seqs is None:
-            code = self.last_code
-            if code is None:
-                if ring.consumed(self.last):
-                    code = 0            # consumed, and not handed to us: it was zero
-                elif not complete:
-                    return UNRESOLVED
-                else:
-                    code = ring.word(self.last)
+            last, kept = self.last, self.last_code
+            if kept is not None and kept[0] == last:
+                code = kept[1]
+            elif ring.consumed(last):
+                code = 0                # consumed, and not handed to us: it was zero
+            elif not complete:
+                return UNRESOLVED
+            else:
+                code = ring.word(last)
             return (self.errors.exception(code), 0) if code else None
         if self.first is not None:
             index, code = self.first
@@ -127,7 +128,6 @@ class ErrorSlots:
         self.owner: list = [None] * size
         self.seq_at: list = [-1] * size
         self.next = 0
-        self._used = (set(), set())     # streams that took words in each half, this round
         self._fences = ([], [])         # (stream, position, event) recorded when a half was left
         self._last_cs = None
         self.waits = 0                  # turns that had to wait for a launch (ring too small)
@@ -167,19 +167,17 @@ class ErrorSlots:
         self.owner[i] = run
         self.seq_at[i] = g
         self.next = g + 1
-        if cs is not self._last_cs:
-            self._used[i >= self._half].add(cs)
-            self._last_cs = cs
         # One more launch of ``run``, with word ``g`` (here, not a method of the run: a call
-        # less per warm launch).
-        run.launches += 1
+        # less per warm launch). Only a self-reading run counts them (``inheriting``; the
+        # last one decides a pure run's outcome).
         run.last = g
-        run.last_code = None
         seqs = run.seqs
-        if seqs is not None and run.first is None:
-            seqs.append(g)
-            if len(seqs) > self.size:
-                run._trim()
+        if seqs is not None:
+            run.launches += 1
+            if run.first is None:
+                seqs.append(g)
+                if len(seqs) > self.size:
+                    run._trim()
         return self.base + 4 * i
 
     def take_dispatching(self, run: SlotRun) -> int:
@@ -196,17 +194,17 @@ class ErrorSlots:
         leaving = 1 - entering
         streams = self._streams
         record = self._driver.api.cuEventRecord
-        for s in self._used[leaving]:
-            if s.retired:
-                continue                # recycled only once all its work was done
-            position = seq - 1 if s is cs else s.seq
+        # Every stream that has work not known complete gets an event: the launches that used
+        # the half being left are among them (cheaper than noting each launch's stream).
+        for s in streams.live():
+            position = seq - 1 if s is cs else s.seq    # (this launch is not issued yet)
+            if position <= s.done_seq or s.retired:
+                continue                # known complete (a recycled stream's work is)
             event = streams.events.get()
             if record(event, s.handle)[0] != self._driver.SUCCESS:
                 streams.events.put(event)
                 continue                # a broken device: nothing to wait for (it is reported)
             self._fences[leaving].append((s, position, event))
-        self._used[leaving].clear()
-        self._last_cs = None
         for s, position, event in self._fences[entering]:
             if position > s.done_seq:
                 if not streams.query(event):

@@ -73,7 +73,7 @@ of the server's: the client calls ``WarmPath.fast_launch`` itself (``DeviceServe
 
 from __future__ import annotations
 
-import struct
+import ctypes
 import weakref
 
 from ...runtime.ledger import Pending, failed_writing
@@ -86,8 +86,6 @@ __all__ = ["WarmLaunch", "WarmPath"]
 
 #: Armed launches kept per kernel (see ``WarmPath.arm``).
 WARM_ENTRIES_PER_KERNEL = 4
-#: an error word's address in the parameter block (packed_launch.py)
-_WORD = struct.Struct("<Q")
 
 
 class WarmLaunch:
@@ -95,8 +93,8 @@ class WarmLaunch:
 
     __slots__ = ("count", "dim", "grid", "block", "match", "matcher", "stream", "options", "cs",
                  "source", "packed", "pack", "fire", "read_states", "write_states", "kernel_id", "shared_bytes", "crossed", "last_task", "node", "checks", "errors",
-                 "word_offset", "buf", "mems", "read_only", "read_only_mems", "renewable",
-                 "self_reading", "inputs", "__weakref__")
+                 "word_offset", "word", "mems", "read_only", "read_only_mems", "renewable",
+                 "self_reading", "inputs", "version", "quiet", "__weakref__")
 
     def __init__(self, count, dim, grid, block, match, stream, options, cs, bound, read_states,
                  write_states, kernel_id, shared_bytes=0):
@@ -131,9 +129,13 @@ class WarmLaunch:
         # buffers, and its own pending state while it may be renewed.
         for name, value in entry_facts(bound).items():
             setattr(self, name, value)
-        self.buf = bound.packed.block.buf
+        # the error word's address in the parameter block, as a ctypes cell over those bytes
+        self.word = (ctypes.c_uint64.from_buffer(bound.packed.block.buf, self.word_offset)
+                     if self.checks is not None else None)
         self.node = None
         self.inputs = ()                # the pending states of ``read_only`` when ``node`` was made
+        self.version = -1               # the ledger's version after this entry's last launch
+        self.quiet = False              # that launch found nothing on its buffers, left nothing
 
 
 
@@ -209,14 +211,24 @@ class WarmPath:
                 # ``failed_memories`` empty: nothing failed or pending anywhere (first_failure's
                 # own test, without its call). Else, or for a kernel that can raise, what the
                 # launch leaves in the ledger (warm_checks.py): ``state`` is the entry's own
-                # pending state renewed, a fresh state recorded after the launch, or None.
+                # pending state renewed, a fresh state recorded after the launch, or None. The
+                # ledger's ``version`` unchanged since this entry's last launch means nothing
+                # changed there meanwhile: what that launch found still holds.
                 failed = ledger.failed_memories
                 state = None
-                if failed or armed.checks is not None:
-                    state = armed.node
-                    if state is None or state.sealed or (
-                            armed.read_only_mems and not failed.keys().isdisjoint(armed.read_only_mems)
-                            and not same_inputs(ledger, armed)):
+                checking = failed or armed.checks is not None
+                if checking:
+                    same = armed.version == ledger.version
+                    node = armed.node
+                    if same and armed.quiet:
+                        checking = False    # as at its last launch: nothing on its buffers
+                    elif node is not None and not node.sealed and (
+                            same or not armed.read_only_mems
+                            or failed.keys().isdisjoint(armed.read_only_mems)
+                            or same_inputs(ledger, armed)):
+                        state = node        # renewed (its inputs as they were)
+                        checking = not same
+                    else:
                         state = self._fresh(armed, failed)
                         if state is False:
                             return None
@@ -258,9 +270,9 @@ class WarmPath:
                         armed.crossed = bool(deps)
                         cs.renewable = None
                 if state is not None and armed.checks is not None:
-                    # Its own error word (error_slots.py), for its renewed or fresh state.
-                    _WORD.pack_into(armed.buf, armed.word_offset,
-                                    armed.checks.take(state.run, cs, seq))
+                    # Its own error word (error_slots.py), for its renewed or fresh state, its
+                    # address written into the parameter block.
+                    armed.word.value = armed.checks.take(state.run, cs, seq)
                 cs.seq = seq
                 cs.tail = task
                 if deps:
@@ -287,6 +299,10 @@ class WarmPath:
                             state.run.launches += 1     # (a kernel that cannot raise: Repeats)
                     else:
                         self._record(armed, state, task, seq)
+                if checking:
+                    armed.version = ledger.version
+                    # quiet: the launch found nothing on its buffers and left nothing there
+                    armed.quiet = not err and (state is None or state is CLEAR)
                 # No event here: the task borrows one when somebody has to wait for it (WarmTask).
                 self._fired += 1
                 return armed.kernel_id

@@ -120,6 +120,10 @@ class CudaStreams:
     def stream_ids(self) -> list:
         return list(self._streams)
 
+    def live(self) -> list:
+        """The CUDA streams serving a stream id now (``error_slots.py`` fences them)."""
+        return list(self._streams.values())
+
     # -- the executor interface used by DeviceServer ------------------------------------------------
     def enqueue(self, task: CudaTask, deps: list) -> None:
         """Run ``task`` now on its stream's CUDA stream, after device-side waits on ``deps``.
