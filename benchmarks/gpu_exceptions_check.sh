@@ -14,7 +14,7 @@
 #      as before, in one process);
 #   5. a compact summary.
 # Run from anywhere: bash benchmarks/gpu_exceptions_check.sh. Outputs are copied to $OUT when set.
-# Time limits (cases 120 s, suite 230 s, benchmark 150 s) keep the run under 8 minutes.
+# Time limits (cases 90 s, suite 210 s, benchmark 150 s) keep the run under 8 minutes.
 set -u
 cd "$(dirname "$0")/.."
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
@@ -46,14 +46,14 @@ PYEOF
 
 echo
 echo "== new GPU cases (verbose) =="
-timeout 120 "$PY" -m pytest tests/cuda/cases/test_cuda_raising_kernels.py \
+timeout 90 "$PY" -m pytest tests/cuda/cases/test_cuda_raising_kernels.py \
     tests/cuda/cases/test_cuda_kernel_exceptions.py -v -p no:cacheprovider -rs 2>&1 \
     | tee "$OUTDIR/pytest_raising.txt"
 CASES_RC=${PIPESTATUS[0]}
 
 echo
 echo "== the CUDA suite: $PY -m pytest tests/cuda -q =="
-timeout 230 "$PY" -m pytest tests/cuda -q -p no:cacheprovider -rs 2>&1 | tee "$OUTDIR/pytest_cuda.txt"
+timeout 210 "$PY" -m pytest tests/cuda -q -p no:cacheprovider -rs 2>&1 | tee "$OUTDIR/pytest_cuda.txt"
 SUITE_RC=${PIPESTATUS[0]}
 
 echo

@@ -55,9 +55,10 @@ A kernel that can raise (``exception_codegen.py``) is armed like any other: each
 takes its own error word (``error_slots.py``) and packs its address into the parameter block
 before the driver call, and its write set is left pending on it. In a loop of one such launch
 the entry's pending state is *renewed* (``warm_checks.py``) instead of recorded again: a word
-taken and a few attribute stores per launch. A kernel that cannot raise, on buffers the ledger
-knows nothing about, pays an attribute load and three tests of a local more than before: no
-driver call, nothing recorded.
+taken and a few attribute stores per launch. A kernel that cannot raise pays a few tests more
+than before (none of them a driver call): with nothing in the ledger anywhere, an attribute
+load and three tests of a local; with pending states elsewhere on the device, a comparison of
+the ledger's version with the one its last launch saw.
 - *tuples, records, enum members, dates* (``runtime/composite.py``): never armed either (``arm``
   arms handles and plain numbers only), so the match stays one type test per argument.
 
@@ -219,10 +220,9 @@ class WarmPath:
                 checking = failed or armed.checks is not None
                 if checking:
                     same = armed.version == ledger.version
-                    node = armed.node
                     if same and armed.quiet:
                         checking = False    # as at its last launch: nothing on its buffers
-                    elif node is not None and not node.sealed and (
+                    elif (node := armed.node) is not None and not node.sealed and (
                             same or not armed.read_only_mems
                             or failed.keys().isdisjoint(armed.read_only_mems)
                             or same_inputs(ledger, armed)):

@@ -20,7 +20,9 @@ the scope, in three ways, cheapest first:
   output (the scope's claim repairs it), exactly as before.
 
 A kernel that cannot raise, on buffers with nothing in the ledger, does none of this (one truth
-test of the ledger's dict, as before).
+test of the ledger's dict, as before). The ledger's ``version`` (bumped by every change of an
+entry) spares the look at the buffers when nothing changed since the entry's last launch: one
+that found nothing on them (``quiet``) does nothing more, a renewing one skips ``same_inputs``.
 """
 
 from __future__ import annotations
