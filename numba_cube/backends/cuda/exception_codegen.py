@@ -20,7 +20,7 @@ While numba_cube compiles (``compiling``, under numba-cuda's compiler lock) two 
 2. **Exception ids are unique in the process.** numba-cuda numbers each function's exceptions
    from 1 (``_MinimalCallHelper``), so a status a device function returns names another
    exception in the kernel's table (numba issue 8036). Inside the window ids come from one
-   counter starting at ``ID_BASE`` and are kept in ``EXCEPTIONS``: any code a kernel compiled
+   counter above ``ID_BASE`` (from a random point per process) and are kept in ``EXCEPTIONS``: any code a kernel compiled
    here returns is decoded exactly (``decode``). A code below ``ID_BASE`` comes from a device
    function numba-cuda compiled outside numba_cube; it is reported as such (never as garbage).
 
@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import random
 import sys
 import threading
 from typing import NamedTuple
@@ -44,11 +45,13 @@ from typing import NamedTuple
 __all__ = ["ID_BASE", "EXCEPTIONS", "Fixup", "compiling", "decode", "status_returns",
            "function_may_fail"]
 
-#: The first exception id handed out inside the window (numba-cuda's own start at 1).
+#: No exception id handed out inside the window is below this (numba-cuda's own start at 1).
 ID_BASE = 1 << 20
 #: id -> (exception class, args, (function, file, line) or None), for every id handed out here.
 EXCEPTIONS: dict[int, tuple] = {}
-_NEXT_ID = itertools.count(ID_BASE)
+# Each process starts at its own random offset: code compiled by another process (a device
+# function numba-cuda kept on disk) is then unlikely to return an id this one handed out.
+_NEXT_ID = itertools.count(ID_BASE + (random.SystemRandom().randrange(1 << 29) << 1))
 #: statuses that mean success (numba's RETCODE_OK and RETCODE_NONE)
 _SUCCESS = (0, -2)
 #: the name of the trailing parameter the fixup adds
