@@ -93,6 +93,24 @@ class Ledger:
                         found[e.failure] = None
         return tuple(found)
 
+    def inputs_of(self, reads: Iterable[Region], writes: Iterable[Region]) -> tuple | None:
+        """One look for a launch about to run (the CUDA warm path): None if a settled failure
+        or a claim sits on ``reads`` or ``writes`` (the general path decides then), else the
+        distinct ``Pending`` states on ``reads`` in read order."""
+        found: dict = {}
+        with self._lock:
+            entries = self._entries
+            for regions, reading in ((reads, True), (writes, False)):
+                for mem, start, stop in regions:
+                    for e in entries.get(mem, ()):
+                        if e.start < stop and start < e.stop:
+                            f = e.failure
+                            if type(f) is not Pending:
+                                return None
+                            if reading:
+                                found[f] = None
+        return tuple(found)
+
     def settle(self, region: Region, wait: bool = False) -> Failure | None:
         """Resolve the ``Pending`` states on ``region`` (``pending.py``): those that failed
         become their ``Failure`` here, clean ones are dropped. Returns a failure found, else
@@ -142,9 +160,20 @@ class Ledger:
         with self._lock:
             self.version += 1
             for mem, start, stop in regions:
-                if mem not in self._entries:      # the common case: a clean buffer
+                entries = self._entries.get(mem)
+                if entries is None:               # the common case: a clean buffer
                     if failure is not None:
                         self._entries[mem] = [_Entry(start, stop, failure)]
+                    continue
+                if len(entries) == 1 and entries[0].start == start and entries[0].stop == stop:
+                    # The next common one: the buffer's one entry, on these very bytes, replaced.
+                    old = entries[0].failure
+                    if type(old) is Pending:
+                        old.sealed = True         # rewritten (see _cut)
+                    if failure is None:
+                        del self._entries[mem]
+                    else:
+                        entries[0] = _Entry(start, stop, failure)
                     continue
                 kept = self._cut(mem, start, stop, _ANY)
                 if failure is not None:
@@ -297,13 +326,25 @@ class ExecuteScope:
         return False
 
 
-def pending_inputs(ledger: Ledger, reads: tuple) -> tuple:
+def pending_inputs(ledger: Ledger, reads: tuple, found: tuple | None = None,
+                   frozen: bool = True) -> tuple:
     """``(inherited, parents)`` for a launch reading ``reads``: the ``Pending`` states on them
-    (read order), except those already known clean; or, when the first one decided is known
-    failed (nothing undecided before it), that failure, which the launch then inherits as it
-    inherits a settled one (it is skipped)."""
+    (read order; ``found``, where the caller looked already), except those already known clean;
+    or, when the first one decided is known failed (nothing undecided before it), that failure,
+    which the launch then inherits as it inherits a settled one (it is skipped). ``frozen``:
+    undecided states are inherited as frozen copies where they can be (``Pending.inherited``),
+    else sealed (a state that will stand for later launches of a kernel reading what it writes
+    must keep its parents' meaning for all of them)."""
     parents = []
-    for node in ledger.pending_of(reads):
+    for node in (found if found is not None else ledger.pending_of(reads)):
+        if node.outcome is None and not node.known_complete():
+            # undecided: the usual case, no resolve
+            if frozen:
+                parents.append(node.inherited())
+            else:
+                node.sealed = True
+                parents.append(node)
+            continue
         got = node.resolve()
         if got is UNRESOLVED:
             parents.append(node)

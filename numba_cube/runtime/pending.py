@@ -25,7 +25,9 @@ not pile up.
 A node is **sealed** once anybody looked at it (a resolve, a launch that inherits it, a ledger
 record that cuts it): until then a mechanism may let it stand for one more identical launch
 instead of making a new one (the CUDA warm path, ``fast_path.py``); afterwards never, so an
-answer given, or a parent link, always means the launches it meant then.
+answer given, or a parent link, always means the launches it meant then. A launch may instead
+inherit a frozen copy (``inherited``) of a node that stands for its last launch alone: the
+copy keeps meaning that launch, and the node stays free.
 """
 
 from __future__ import annotations
@@ -72,6 +74,12 @@ class Run:
         the one before)."""
         return 1
 
+    def frozen(self):
+        """A run standing for this one's last launch alone, as it is now, which later launches
+        added to this one do not change; None where that cannot be (the outcome depends on
+        every launch: a kernel that reads what it writes)."""
+        return None
+
 
 class Pending:
     """A write set whose outcome is decided once the launches it depends on are checked."""
@@ -108,6 +116,19 @@ class Pending:
         if outcome is None:
             outcome = _resolve(self, complete)
         return None if outcome is CLEAN else outcome
+
+    def inherited(self) -> "Pending":
+        """What a launch that reads this state now inherits: a frozen copy of it, when it stands
+        for its last launch alone (its run can be ``frozen``), so that it stays free to be
+        renewed for later launches (a pipeline of warm launches: ``fast_path.py``); else the
+        state itself, sealed."""
+        run = self.run
+        if self.outcome is None and not self.sealed and run is not None:
+            frozen = run.frozen()
+            if frozen is not None:
+                return Pending(self.kernel_id, self.parents, frozen, self.task, self.seq)
+        self.sealed = True
+        return self
 
     def wait(self) -> None:
         """Block until this node's last launch is complete (a reader that must answer)."""

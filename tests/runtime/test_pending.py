@@ -36,10 +36,14 @@ class Task:
 
 
 class FakeRun(Run):
-    """An error word that says ``exc`` (None: clean) once its launch is complete."""
+    """An error word that says ``exc`` (None: clean) once its launch is complete; ``freezes``:
+    it can stand for its last launch alone (``Run.frozen``)."""
 
-    def __init__(self, exc=None, after=0, inheriting=1):
-        self.exc, self.after, self._inheriting = exc, after, inheriting
+    def __init__(self, exc=None, after=0, inheriting=1, freezes=False):
+        self.exc, self.after, self._inheriting, self.freezes = exc, after, inheriting, freezes
+
+    def frozen(self):
+        return FakeRun(self.exc, self.after) if self.freezes else None
 
     def outcome(self, complete):
         if not complete:
@@ -146,6 +150,18 @@ def test_a_state_is_sealed_when_cut_looked_at_or_forgotten():
     ledger.forget(OTHER)
     seen.resolve()
     assert cut.sealed and seen.sealed and freed.sealed
+
+
+def test_inheriting_takes_a_frozen_copy_where_it_can():
+    """A launch reading a state that stands for its last launch alone inherits a frozen copy
+    (the state stays open: its producer may renew it); one whose run cannot be frozen is
+    inherited itself, sealed."""
+    open_node = node("p", FakeRun(ValueError("x"), freezes=True))
+    copy = open_node.inherited()
+    assert copy is not open_node and not open_node.sealed
+    assert copy.kernel_id == "p" and copy.task is open_node.task and copy.seq == open_node.seq
+    fixed = node("q", FakeRun(None))
+    assert fixed.inherited() is fixed and fixed.sealed
 
 
 def test_execute_scope_runs_on_a_pending_input_and_leaves_its_writes_pending():

@@ -33,7 +33,7 @@ import ctypes
 import numpy as np
 
 from ...runtime.pending import UNRESOLVED, Run
-__all__ = ["ErrorSlots", "SlotRun", "DEFAULT_SLOTS"]
+__all__ = ["ErrorSlots", "SlotRun", "WordRun", "DEFAULT_SLOTS"]
 
 #: words in the ring (a power of two); ``NUMBA_CUBE_CUDA_ERROR_SLOTS`` changes it (tests)
 DEFAULT_SLOTS = 8192
@@ -42,15 +42,16 @@ DEFAULT_SLOTS = 8192
 class SlotRun(Run):
     """The error words of the launches one pending state stands for (see the module docstring)."""
 
-    __slots__ = ("ring", "errors", "self_reading", "last", "last_code", "seqs", "first", "dropped",
-                 "launches")
+    __slots__ = ("ring", "errors", "self_reading", "last", "codes", "excs", "seqs", "first",
+                 "dropped", "launches")
 
     def __init__(self, ring: "ErrorSlots", errors, self_reading: bool):
         self.ring = ring
         self.errors = errors            # code -> exception
         self.self_reading = self_reading
         self.last = -1                  # ring sequence number of its last launch's word
-        self.last_code = None           # (g, value) of a word of it the ring consumed nonzero
+        self.codes = None               # {g: value} of its words the ring consumed nonzero
+        self.excs = None                # {g: exception} of its words decoded (pure runs)
         self.seqs = collections.deque() if self_reading else None   # words not consumed yet
         self.first = None               # (launch index, code) of the first launch that raised
         self.dropped = 0                # launches whose words were consumed clean (self-reading)
@@ -59,8 +60,11 @@ class SlotRun(Run):
     def consumed(self, g: int, code: int) -> None:
         """The ring reuses word ``g``, which holds ``code`` (nonzero; its launch is complete)."""
         if self.seqs is None:
-            if g == self.last:
-                self.last_code = (g, code)
+            # Kept for its last launch, and for any frozen copy made of an earlier one (a
+            # launch that read this run's buffers then: ``WordRun``); only nonzero words.
+            if self.codes is None:
+                self.codes = {}
+            self.codes[g] = code
             return
         seqs = self.seqs
         # The ring hands nonzero words over in order, so earlier words still listed were zero.
@@ -81,19 +85,35 @@ class SlotRun(Run):
     def inheriting(self) -> int:
         return self.launches if self.seqs is not None else 1
 
+    def frozen(self):
+        return WordRun(self, self.last) if self.seqs is None else None
+
+    def word_outcome(self, g: int, complete: bool):
+        """The outcome of the launch with word ``g`` alone."""
+        ring = self.ring
+        if ring.consumed(g):
+            codes = self.codes
+            code = codes.get(g, 0) if codes is not None else 0   # not handed over: it was zero
+        elif not complete:
+            return UNRESOLVED
+        else:
+            code = ring.word(g)
+        if not code:
+            return None
+        # One exception object per raised word: the run and its frozen copies answer with the
+        # same root (a reader downstream and one of the buffer itself see the same exception).
+        excs = self.excs
+        if excs is None:
+            excs = self.excs = {}
+        exc = excs.get(g)
+        if exc is None:
+            exc = excs[g] = self.errors.exception(code)
+        return exc, 0
+
     def outcome(self, complete: bool):
         ring = self.ring
         if self.seqs is None:
-            last, kept = self.last, self.last_code
-            if kept is not None and kept[0] == last:
-                code = kept[1]
-            elif ring.consumed(last):
-                code = 0                # consumed, and not handed to us: it was zero
-            elif not complete:
-                return UNRESOLVED
-            else:
-                code = ring.word(last)
-            return (self.errors.exception(code), 0) if code else None
+            return self.word_outcome(self.last, complete)
         if self.first is not None:
             index, code = self.first
             return self.errors.exception(code), self.launches - 1 - index
@@ -107,6 +127,20 @@ class SlotRun(Run):
             if code:
                 return self.errors.exception(code), self.launches - 1 - (self.dropped + j)
         return None
+
+
+class WordRun(Run):
+    """One launch of a ``SlotRun`` (its word ``g``), frozen: what a launch that read the run's
+    buffers then inherits, while the run goes on standing for later launches."""
+
+    __slots__ = ("run", "g")
+
+    def __init__(self, run: SlotRun, g: int):
+        self.run = run
+        self.g = g
+
+    def outcome(self, complete: bool):
+        return self.run.word_outcome(self.g, complete)
 
 
 class ErrorSlots:

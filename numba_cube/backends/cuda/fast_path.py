@@ -81,7 +81,7 @@ from ...runtime.ledger import Pending, failed_writing
 from ...runtime.warm_match import PLAIN_GEOMETRY, entry_matcher, match_of
 from .error_slots import SlotRun
 from .tasks import WarmTask
-from .warm_checks import CLEAR, entry_facts, fresh_state, same_inputs
+from .warm_checks import CLEAR, entry_facts, fresh_state, refreshed, same_inputs
 
 __all__ = ["WarmLaunch", "WarmPath"]
 
@@ -228,6 +228,9 @@ class WarmPath:
                             or same_inputs(ledger, armed)):
                         state = node        # renewed (its inputs as they were)
                         checking = not same
+                        if node.parents and not armed.self_reading:
+                            # read as they are now: their producers may have renewed theirs
+                            node.parents = refreshed(armed)
                     else:
                         state = self._fresh(armed, failed)
                         if state is False:
@@ -318,8 +321,9 @@ class WarmPath:
         ``_record``): None (nothing to record), a ``Pending``, ``CLEAR``, or False when the
         general path must take it (``warm_checks.fresh_state``)."""
         if failed and not failed.keys().isdisjoint(armed.mems):
-            fresh = fresh_state(self._ledger, armed)
+            fresh, armed.inputs = fresh_state(self._ledger, armed)
             return False if fresh is None else fresh
+        armed.inputs = ()
         if armed.checks is not None:
             return Pending(armed.kernel_id, (), SlotRun(armed.checks, armed.errors,
                                                          armed.self_reading))
@@ -336,11 +340,8 @@ class WarmPath:
         fresh.task = task
         fresh.seq = seq
         ledger.record(armed.source.writes, fresh)
-        if armed.renewable:
-            armed.node = fresh
-            armed.inputs = ledger.pending_of(armed.read_only) if fresh.parents else ()
-        else:
-            armed.node = None
+        # (``armed.inputs``: what ``fresh_state`` saw on the other inputs, for ``same_inputs``)
+        armed.node = fresh if armed.renewable else None
 
     def arm(self, req, bound, cs) -> None:
         """After a general launch that ran: make the next identical one warm, if it can be."""

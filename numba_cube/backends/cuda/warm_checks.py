@@ -31,7 +31,7 @@ from ...runtime.ledger import Pending, pending_inputs
 from ...runtime.pending import Run
 from .error_slots import SlotRun
 
-__all__ = ["CLEAR", "Repeats", "entry_facts", "fresh_state", "same_inputs"]
+__all__ = ["CLEAR", "Repeats", "entry_facts", "fresh_state", "refreshed", "same_inputs"]
 
 #: ``fresh_state``'s answer when the launch leaves its write set clean
 CLEAR = object()
@@ -52,6 +52,12 @@ class Repeats(Run):
 
     def inheriting(self) -> int:
         return self.launches if self.self_reading else 1
+
+    def frozen(self):
+        return None if self.self_reading else _ONE
+
+
+_ONE = Repeats(False)       # one launch of a kernel that cannot raise, frozen (never changed)
 
 
 def entry_facts(bound) -> dict:
@@ -77,26 +83,44 @@ def entry_facts(bound) -> dict:
 
 
 def fresh_state(ledger, armed):
-    """The state a warm launch of ``armed`` leaves on its write set, when the ledger has
-    something on its buffers: a new ``Pending`` (task and position set by the caller), ``CLEAR``,
-    or None when the general path must take the launch (a settled failure on a buffer)."""
+    """``(state, inputs)``: the state a warm launch of ``armed`` leaves on its write set, when
+    the ledger has something on its buffers (a new ``Pending``, task and position set by the
+    caller, or ``CLEAR``; None when the general path must take the launch: a settled failure on
+    a buffer), and the pending states then on its other inputs (what ``same_inputs`` compares
+    with later)."""
     source = armed.source
-    if ledger.first_failure(source.reads) is not None or \
-            ledger.first_failure(source.writes) is not None:
-        return None
-    inherited, parents = pending_inputs(ledger, source.reads)
+    found = ledger.inputs_of(source.reads, source.writes)     # one look, one lock
+    if found is None:
+        return None, ()
+    # A kernel reading what it writes seals what it inherits (its state's later launches read
+    # those inputs again); any other takes frozen copies, leaving its producers free to renew.
+    inherited, parents = pending_inputs(ledger, source.reads, found,
+                                        frozen=not armed.self_reading)
     if inherited is not None:
-        return None                 # known failed now: the general path skips it
+        return None, ()             # known failed now: the general path skips it
     if armed.checks is not None:
-        return Pending(armed.kernel_id, parents, SlotRun(armed.checks, armed.errors,
-                                                         armed.self_reading))
-    if parents:
-        return Pending(armed.kernel_id, parents, Repeats(armed.self_reading))
-    return CLEAR
+        state = Pending(armed.kernel_id, parents, SlotRun(armed.checks, armed.errors,
+                                                          armed.self_reading))
+    elif parents:
+        state = Pending(armed.kernel_id, parents, Repeats(armed.self_reading))
+    else:
+        return CLEAR, ()
+    if not parents:
+        return state, ()
+    # The other inputs' states: all of them, unless some inputs are the entry's own outputs.
+    inputs = found if len(armed.read_only) == len(source.reads) else \
+        ledger.inputs_of(armed.read_only, ())
+    return state, inputs
 
 
 def same_inputs(ledger, armed) -> bool:
     """Whether the inputs that are not the entry's own outputs hold what they held when its
     state was made (no failure; the same pending states, in order): renewal's condition."""
-    regions = armed.read_only
-    return ledger.first_failure(regions) is None and ledger.pending_of(regions) == armed.inputs
+    return ledger.inputs_of(armed.read_only, ()) == armed.inputs
+
+
+def refreshed(armed) -> tuple:
+    """The parents of a renewed state of an entry that does not read what it writes: what its
+    other inputs hold now, frozen (their producers may have renewed theirs since; the state
+    stands for this launch alone, which read them as they are now)."""
+    return tuple(node.inherited() for node in armed.inputs)

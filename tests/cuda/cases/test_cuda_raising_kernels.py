@@ -220,6 +220,32 @@ def test_a_loop_reading_a_pending_buffer_keeps_one_state(client):
     assert info.value.chain[0] == checked_double.id and info.value.chain[1] == accumulate.id
 
 
+@only("fake", "gpu", why="the warm path's pending states")
+def test_a_pipeline_of_warm_launches_keeps_its_states_and_decides_per_iteration(client):
+    """A producer that can raise and a consumer of its output, in a loop: both renew their
+    states (the consumer reads a frozen copy of the producer's), so the ledger does not grow;
+    the consumer's output follows the producer's last iteration (a raise in an earlier one is
+    superseded, as on the CPU), and a raise in the last one reaches it with the chain
+    producer -> consumer."""
+    mid = client.create(np.zeros(N))
+    out = client.create(np.zeros(N))
+    for value in (1.0, 1.0, 1.0):
+        client.launch(bounded_fill, 1, N, mid, value, 5.0)
+        client.launch(add_one, 1, N, out, mid)
+    entries = len(client.server.ledger)
+    for value in (2.0, 9.0, 3.0):
+        client.launch(bounded_fill, 1, N, mid, value, 5.0)
+        client.launch(add_one, 1, N, out, mid)
+        assert len(client.server.ledger) == entries
+    np.testing.assert_array_equal(client.read(out), np.full(N, 4.0))
+    for value in (1.0, 9.0):
+        client.launch(bounded_fill, 1, N, mid, value, 5.0)
+        client.launch(add_one, 1, N, out, mid)
+    with pytest.raises(ValueError) as info:
+        client.read(out)
+    assert info.value.chain == (bounded_fill.id, add_one.id)
+
+
 @only("fake", "gpu", why="the error words are the GPU path's")
 def test_check_does_not_wait_for_a_pending_launch(client, kind):
     """``check`` right after the launch says nothing (on the fake driver nothing has run yet:
