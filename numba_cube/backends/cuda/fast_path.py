@@ -55,7 +55,8 @@ A kernel that can raise (``exception_codegen.py``) is armed like any other: each
 takes its own error word (``error_slots.py``) and packs its address into the parameter block
 before the driver call, and its write set is left pending on it. In a loop of one such launch
 the entry's pending state is *renewed* (``warm_checks.py``) instead of recorded again: a word
-taken and a few attribute stores per launch. A kernel that cannot raise pays a few tests more
+taken and a few attribute stores per launch; in a pipeline, launches reading its output renew
+theirs too, holding frozen copies of it. A kernel that cannot raise pays a few tests more
 than before (none of them a driver call): with nothing in the ledger anywhere, an attribute
 load and three tests of a local; with pending states elsewhere on the device, a comparison of
 the ledger's version with the one its last launch saw.

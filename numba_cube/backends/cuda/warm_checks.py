@@ -12,7 +12,10 @@ the scope, in three ways, cheapest first:
   raise, counts itself (``Repeats``). For a kernel that reads what it writes every launch after
   the first inherits what the first inherited; otherwise the last launch rewrote everything and
   read the same inputs. That is the steady state of a loop, also one reading a buffer that a
-  kernel that can raise wrote once: one state for the whole loop, not one per launch.
+  kernel that can raise wrote once: one state for the whole loop, not one per launch. In a
+  pipeline (a producer that can raise, a consumer of its output, in a loop) the consumer holds
+  frozen copies of its producer's state (``Pending.inherited``), refreshed at each renewal
+  (``refreshed``), so neither seals the other and both renew.
 - **fresh** (``fresh_state``): a new state, recorded after the launch: pending on the inputs'
   states (parents, read order) and on the launch's own word; or clean, where stale pending
   states on the outputs must go (a kernel that cannot raise rewriting them).
