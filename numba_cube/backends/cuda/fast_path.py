@@ -229,11 +229,8 @@ class WarmPath:
                             or same_inputs(ledger, armed)):
                         state = node        # renewed (its inputs as they were)
                         checking = not same
-                        if node.parents and not armed.self_reading:
-                            # read as they are now: their producers may have renewed theirs
-                            node.parents = refreshed(armed)
                     else:
-                        state = self._fresh(armed, failed)
+                        state, inputs = self._fresh(armed, failed)
                         if state is False:
                             return None
                 pack = armed.pack
@@ -301,8 +298,11 @@ class WarmPath:
                         state.seq = seq
                         if armed.checks is None:
                             state.run.launches += 1     # (a kernel that cannot raise: Repeats)
+                        if state.parents and not armed.self_reading:
+                            # it read them as they are now (their producers may have renewed)
+                            state.parents = refreshed(armed)
                     else:
-                        self._record(armed, state, task, seq)
+                        self._record(armed, state, task, seq, inputs)
                 if checking:
                     armed.version = ledger.version
                     # quiet: the launch found nothing on its buffers and left nothing there
@@ -317,22 +317,23 @@ class WarmPath:
         finally:
             lock.release()
 
-    def _fresh(self, armed: WarmLaunch, failed):
-        """The state a launch of ``armed`` that cannot renew its own leaves (after the launch,
-        ``_record``): None (nothing to record), a ``Pending``, ``CLEAR``, or False when the
-        general path must take it (``warm_checks.fresh_state``)."""
+    def _fresh(self, armed: WarmLaunch, failed) -> tuple:
+        """``(state, inputs)``: the state a launch of ``armed`` that cannot renew its own leaves
+        (after the launch, ``_record``): None (nothing to record), a ``Pending``, ``CLEAR``, or
+        False when the general path must take it; and what its other inputs hold
+        (``warm_checks.fresh_state``)."""
         if failed and not failed.keys().isdisjoint(armed.mems):
-            fresh, armed.inputs = fresh_state(self._ledger, armed)
-            return False if fresh is None else fresh
-        armed.inputs = ()
+            fresh, inputs = fresh_state(self._ledger, armed)
+            return (False if fresh is None else fresh), inputs
         if armed.checks is not None:
             return Pending(armed.kernel_id, (), SlotRun(armed.checks, armed.errors,
-                                                         armed.self_reading))
-        return None
+                                                         armed.self_reading)), ()
+        return None, ()
 
-    def _record(self, armed: WarmLaunch, fresh, task, seq: int) -> None:
+    def _record(self, armed: WarmLaunch, fresh, task, seq: int, inputs: tuple) -> None:
         """Record a fresh state on the write set after the launch (``warm_checks.fresh_state``);
-        a pending one may be renewed by the entry's next launch (``warm_checks``)."""
+        a pending one may be renewed by the entry's next launch while its other inputs hold
+        ``inputs`` (``warm_checks.same_inputs``)."""
         ledger = self._ledger
         if fresh is CLEAR:
             ledger.record(armed.source.writes, None)
@@ -341,8 +342,8 @@ class WarmPath:
         fresh.task = task
         fresh.seq = seq
         ledger.record(armed.source.writes, fresh)
-        # (``armed.inputs``: what ``fresh_state`` saw on the other inputs, for ``same_inputs``)
         armed.node = fresh if armed.renewable else None
+        armed.inputs = inputs
 
     def arm(self, req, bound, cs) -> None:
         """After a general launch that ran: make the next identical one warm, if it can be."""
