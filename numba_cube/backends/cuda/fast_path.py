@@ -78,11 +78,10 @@ from __future__ import annotations
 import ctypes
 import weakref
 
-from ...runtime.ledger import Pending, failed_writing
+from ...runtime.ledger import failed_writing
 from ...runtime.warm_match import PLAIN_GEOMETRY, entry_matcher, match_of
-from .error_slots import SlotRun
 from .tasks import WarmTask
-from .warm_checks import CLEAR, entry_facts, fresh_state, refreshed, same_inputs
+from .warm_checks import CLEAR, entry_facts, fresh, record, refreshed, same_inputs
 
 __all__ = ["WarmLaunch", "WarmPath"]
 
@@ -230,7 +229,7 @@ class WarmPath:
                         state = node        # renewed (its inputs as they were)
                         checking = not same
                     else:
-                        state, inputs = self._fresh(armed, failed)
+                        state, inputs = fresh(ledger, armed, failed)
                         if state is False:
                             return None
                 pack = armed.pack
@@ -302,7 +301,7 @@ class WarmPath:
                             # it read them as they are now (their producers may have renewed)
                             state.parents = refreshed(armed)
                     else:
-                        self._record(armed, state, task, seq, inputs)
+                        record(ledger, armed, state, task, seq, inputs)
                 if checking:
                     armed.version = ledger.version
                     # quiet: the launch found nothing on its buffers and left nothing there
@@ -316,34 +315,6 @@ class WarmPath:
                     channel.run_deferred()
         finally:
             lock.release()
-
-    def _fresh(self, armed: WarmLaunch, failed) -> tuple:
-        """``(state, inputs)``: the state a launch of ``armed`` that cannot renew its own leaves
-        (after the launch, ``_record``): None (nothing to record), a ``Pending``, ``CLEAR``, or
-        False when the general path must take it; and what its other inputs hold
-        (``warm_checks.fresh_state``)."""
-        if failed and not failed.keys().isdisjoint(armed.mems):
-            fresh, inputs = fresh_state(self._ledger, armed)
-            return (False if fresh is None else fresh), inputs
-        if armed.checks is not None:
-            return Pending(armed.kernel_id, (), SlotRun(armed.checks, armed.errors,
-                                                         armed.self_reading)), ()
-        return None, ()
-
-    def _record(self, armed: WarmLaunch, fresh, task, seq: int, inputs: tuple) -> None:
-        """Record a fresh state on the write set after the launch (``warm_checks.fresh_state``);
-        a pending one may be renewed by the entry's next launch while its other inputs hold
-        ``inputs`` (``warm_checks.same_inputs``)."""
-        ledger = self._ledger
-        if fresh is CLEAR:
-            ledger.record(armed.source.writes, None)
-            armed.node = None
-            return
-        fresh.task = task
-        fresh.seq = seq
-        ledger.record(armed.source.writes, fresh)
-        armed.node = fresh if armed.renewable else None
-        armed.inputs = inputs
 
     def arm(self, req, bound, cs) -> None:
         """After a general launch that ran: make the next identical one warm, if it can be."""

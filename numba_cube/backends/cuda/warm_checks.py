@@ -34,7 +34,8 @@ from ...runtime.ledger import Pending, pending_inputs
 from ...runtime.pending import Run
 from .error_slots import SlotRun
 
-__all__ = ["CLEAR", "Repeats", "entry_facts", "fresh_state", "refreshed", "same_inputs"]
+__all__ = ["CLEAR", "Repeats", "entry_facts", "fresh", "fresh_state", "record", "refreshed",
+           "same_inputs"]
 
 #: ``fresh_state``'s answer when the launch leaves its write set clean
 CLEAR = object()
@@ -127,3 +128,32 @@ def refreshed(armed) -> tuple:
     other inputs hold now, frozen (their producers may have renewed theirs since; the state
     stands for this launch alone, which read them as they are now)."""
     return tuple(node.inherited() for node in armed.inputs)
+
+
+def fresh(ledger, armed, failed) -> tuple:
+    """``(state, inputs)``: the state a warm launch of ``armed`` that cannot renew its own leaves
+    (recorded after the launch, ``record``): None (nothing to record), a ``Pending``,
+    ``CLEAR``, or False when the general path must take it; and what its other inputs hold.
+    ``failed``: the ledger's dict of memories with entries."""
+    if failed and not failed.keys().isdisjoint(armed.mems):
+        state, inputs = fresh_state(ledger, armed)
+        return (False if state is None else state), inputs
+    if armed.checks is not None:
+        return Pending(armed.kernel_id, (), SlotRun(armed.checks, armed.errors,
+                                                     armed.self_reading)), ()
+    return None, ()
+
+
+def record(ledger, armed, state, task, seq: int, inputs: tuple) -> None:
+    """Record ``fresh``'s state on the write set after the launch (at position ``seq`` of
+    ``task``'s stream); a pending one may be renewed by the entry's next launch while its other
+    inputs hold ``inputs`` (``same_inputs``)."""
+    if state is CLEAR:
+        ledger.record(armed.source.writes, None)
+        armed.node = None
+        return
+    state.task = task
+    state.seq = seq
+    ledger.record(armed.source.writes, state)
+    armed.node = state if armed.renewable else None
+    armed.inputs = inputs
