@@ -62,7 +62,7 @@ import numpy as np
 import numba
 from numba import cuda, get_num_threads, njit, prange
 
-from common import Table, loop_peak, median_time, report_peaks
+from common import Table, fmt_time, loop_peak, median_time, report_peaks
 
 import numba_cube as cube
 
@@ -733,7 +733,65 @@ def section_simulator(client, quick):
         t.row(label, t_ours, t_sim, f"simulator; {speedup:,.0f}x faster ({verdict})")
 
 
+def section_boundscheck(quick):
+    """Section 3 (``--boundscheck``): what bounds checking costs, per kernel. Each kernel runs on
+    a ``boundscheck=True`` client and a ``boundscheck=False`` one in this process, in
+    alternating rounds with the hand-written reference (median of each), so that the drift of a
+    shared machine hits all three alike; both results are checked against NumPy first. Besides
+    wall time, the CPU time of the process (all its threads) is timed: on a machine that other
+    work shares, a parallel run's wall time moves with whoever else has the cores, its CPU time
+    much less (``OMP_WAIT_POLICY=PASSIVE``: idle workers sleep, see ``common.py``)."""
+    rng = np.random.default_rng(2)
+    checked = cube.client("cpu", boundscheck=True)
+    unchecked = cube.client("cpu", boundscheck=False)
+    print("\n== bounds checking: boundscheck=True vs boundscheck=False, each vs njit(parallel) ==")
+    print(f"{'case':46} {'checked':>12} {'unchecked':>12} {'njit':>12} {'chk/unchk':>9} "
+          f"{'(cpu)':>7} {'chk/njit':>8} {'unchk/njit':>10}")
+    repeats = 2 if quick else 9
+    cost, cost_cpu, against_ref = {}, {}, {}
+    for name, make, expected, (ref_fn, ref_args, ref_out), _np, tol, sizes in selected():
+        size = sizes[1] if quick else sizes[0]
+        prog = make(size, rng)
+        exp = [expected(prog.buffers)]
+        runs = []
+        for client, what in ((checked, "checked"), (unchecked, "unchecked")):
+            run, read = prog.on_client(client)
+            run()                                    # compile, then check before timing
+            check(read(), exp, tol, f"{what} {name}")
+            run()
+            runs.append(run)
+        args = ref_args(prog.buffers)
+        ref_fn(*args)
+        check([args[ref_out]], exp, tol, f"reference {name}")
+        wall, cpu = ([], [], []), ([], [], [])
+        for _ in range(repeats):
+            for fn, w, c in zip((runs[0], runs[1], lambda: ref_fn(*args)), wall, cpu):
+                t0, c0 = time.perf_counter(), time.process_time()
+                fn()
+                w.append(time.perf_counter() - t0)
+                c.append(time.process_time() - c0)
+        t_on, t_off, t_ref = (statistics.median(s) for s in wall)
+        c_on, c_off, _ = (statistics.median(s) for s in cpu)
+        cost[name], cost_cpu[name], against_ref[name] = t_on / t_off, c_on / c_off, t_on / t_ref
+        print(f"{name + ', ' + size_label(size):46} {fmt_time(t_on):>12} {fmt_time(t_off):>12} "
+              f"{fmt_time(t_ref):>12} {t_on / t_off:9.3f} {c_on / c_off:7.3f} "
+              f"{t_on / t_ref:8.3f} {t_off / t_ref:10.3f}")
+        sys.stdout.flush()
+        del prog, runs, args
+
+    def geo(ratios):
+        return math.exp(sum(math.log(r) for r in ratios.values()) / len(ratios))
+
+    worst = max(cost, key=cost.get)
+    print(f"{'geometric mean':46} checked/unchecked {geo(cost):.3f} (cpu {geo(cost_cpu):.3f}), "
+          f"checked/njit {geo(against_ref):.3f}; worst: {worst} {cost[worst]:.2f}x")
+    return cost
+
+
 def main(quick=False):
+    if "--boundscheck" in sys.argv:                  # section 3 only
+        section_boundscheck(quick)
+        return
     client = cube.client("cpu")
     t0 = time.perf_counter()
     section_njit(client, quick)

@@ -7,7 +7,7 @@ changes. A bad value warns once and falls back to the default instead of breakin
 | --- | --- | --- |
 | NUMBA_CUBE_DEVICE | device ``cube.client()`` picks | best available |
 | NUMBA_CUBE_CACHE_DIR | cache directory (generated code, Numba's cache of it, compiled CUDA kernels, autotune.json; ``cache_root()``; ``python -m numba_cube cache info/clear`` reports and prunes it, ``cache_admin.py``) | platformdirs' user cache dir (``~/.cache/numba_cube``) |
-| NUMBA_CUBE_BOUNDSCHECK | bounds-check CPU kernels (IndexError becomes a launch failure); Numba's ``NUMBA_BOUNDSCHECK`` wins when set (``boundscheck_forced``) | 0 (``BOUNDSCHECK_DEFAULT``) |
+| NUMBA_CUBE_BOUNDSCHECK | bounds-check CPU kernels (IndexError becomes a launch failure); Numba's ``NUMBA_BOUNDSCHECK`` wins when set (``boundscheck_forced``) | 1 (``BOUNDSCHECK_DEFAULT``) |
 | NUMBA_CUBE_MAX_TASKS | queued launches per stream before it executes | 32 |
 | NUMBA_CUBE_STREAM_WORKERS | most worker threads running a host device's streams (CPU backend) | twice the CPUs, at least 4 |
 | NUMBA_CUBE_INLINE_US | a host-backend launch whose kernel last ran at most this many microseconds runs on the issuing thread (``runtime/warm_host.py``); 0 queues every launch to a stream worker | 200 |
@@ -102,12 +102,14 @@ def get_int(name: str, default: int, minimum: int | None = None) -> int:
     return value
 
 
-#: ``NUMBA_CUBE_BOUNDSCHECK``'s default: off. Measured (``benchmarks/bench_cpu.py --boundscheck``):
-#: checking costs 6-8% on axpy and 2.0-2.1x on the tiled shared-memory matmul on the 2-core VM
-#: (19% and 2.3x on a 16-core host), far over the ~10-15% a check on by default could cost. Without it an out-of-bounds access is
-#: undefined behaviour on the CPU (it may crash the interpreter), as it is an illegal address
-#: on a GPU; ``cube.client("cpu", boundscheck=True)`` is the checked client.
-BOUNDSCHECK_DEFAULT = False
+#: ``NUMBA_CUBE_BOUNDSCHECK``'s default: on. Unchecked, an out-of-bounds index on the CPU is a
+#: wild access into the process's memory: a crash later at an unrelated point, or a Dask
+#: worker killed with nothing naming the kernel (issue 30), where a GPU gives at worst a
+#: garbage value or an ``illegal address``. Checked, it is a ``LaunchFailure[IndexError]``
+#: naming the array, index, cube and unit, at the cost ``benchmarks/bench_kernels.py
+#: --boundscheck`` measures (README, "Failures live on buffers"). ``cube.client("cpu",
+#: boundscheck=False)``, ``NUMBA_CUBE_BOUNDSCHECK=0`` or ``NUMBA_BOUNDSCHECK=0`` turn it off.
+BOUNDSCHECK_DEFAULT = True
 
 
 def numba_boundscheck() -> bool | None:

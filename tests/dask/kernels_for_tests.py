@@ -32,6 +32,11 @@ def fail_on_negative(x, out):
             raise ValueError("negative input")
         out[i] = x[i]
 
+def wild_read(x, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = x[i + 10 ** 9] if i == out.size - 1 else x[i]
+
 def slow_sum_of_powers(x, out):
     i = cuda.grid(1)
     if i < out.size:
@@ -52,4 +57,5 @@ def notebook_kernels() -> dict[str, cube.Kernel]:
     namespace = {"__name__": "__main__"}
     exec(compile(SOURCE, filename, "exec"), namespace)
     return {name: cube.kernel(namespace[name])
-            for name in ("axpy", "square", "fail_on_negative", "slow_sum_of_powers")}
+            for name in ("axpy", "square", "fail_on_negative", "slow_sum_of_powers",
+                         "wild_read")}

@@ -143,6 +143,28 @@ def test_the_failure_reaching_compute_names_the_kernel_that_failed_first(thread_
     assert any("Dask worker" in note for note in failure.__notes__)
 
 
+def test_a_wild_read_on_worker_processes_fails_the_job_and_keeps_the_workers(process_client):
+    """A chunk kernel reading 10^9 past its input on worker processes, with default settings
+    (issue 30: it used to kill both workers, ``KilledWorker`` naming no kernel, the cluster left
+    with none): ``compute()`` raises the kernel's ``LaunchFailure`` whose root is the
+    ``IndexError`` naming the kernel and the array; the cluster keeps the same two workers (none
+    died and was restarted), and a correct job on it still gives NumPy's result."""
+    kernels = notebook_kernels()
+    workers = set(process_client.scheduler_info(n_workers=-1)["workers"])
+    assert len(workers) == 2
+    xn = np.arange(4000.0)
+    x = da.from_array(xn, chunks=1000)
+    with pytest.raises(cube.LaunchFailure) as caught:
+        cubed.map_blocks(kernels["wild_read"], x, dim=256).compute()
+    root = caught.value.root
+    assert isinstance(root, IndexError)
+    assert str(root).startswith("kernel wild_read: x[1000000999] out of bounds for axis 0")
+    assert set(process_client.scheduler_info(n_workers=-1)["workers"]) == workers
+    y = cubed.map_blocks(kernels["square"], x, dim=256)
+    np.testing.assert_array_equal(y.compute(), xn * xn)
+    assert set(process_client.scheduler_info(n_workers=-1)["workers"]) == workers
+
+
 def test_a_kernel_writing_its_input_is_refused():
     """Chunks are Dask's shared values: a kernel that writes an input is refused at
     ``map_blocks`` with a ``LaunchArgumentError`` naming the parameter."""

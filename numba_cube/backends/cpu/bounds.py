@@ -1,18 +1,33 @@
 """Bounds checks whose ``IndexError`` says where: which array, which index, which axis and
 size, and which unit went out of bounds.
 
-With ``boundscheck=True`` (``cube.client("cpu", boundscheck=True)``, ``NUMBA_BOUNDSCHECK=1``)
-Numba checks every subscript, but its ``IndexError`` says only "index is out of bounds". So, for
-those compiles only, every subscript of a kernel parameter, a shared array or a local array in
-the kernel's own code has its index passed through ``bounds_runtime.checked_index`` with the
-array's site (its name's place in the module's ``__bounds_sites``) and the unit's block and
-thread index::
+With ``boundscheck=True`` (the CPU backend's default; ``cube.client("cpu", boundscheck=False)``
+turns it off) every subscript in the kernel's own code has its index passed through
+``bounds_runtime.checked_index`` with the array's site (its text's place in the module's
+``__bounds_sites``) and the unit's block and thread index::
 
     out[i] = a[i + 2]
     # becomes
     out[__checked(out, i, 0, (__bx, __by, __bz), (__tx, __ty, __tz))] = \
         a[__checked(a, i + 2, 1, (__bx, __by, __bz), (__tx, __ty, __tz))]
     # with __bounds_sites = ('out', 'a') at module level
+
+Every subscript, not only those of parameters and shared arrays: a view (``row = a[i]``), an
+inlined device function's renamed parameter and an array inside a tuple (``t[0][i]``, the
+subscripted expression written twice: it is pure) are arrays too, and the checker returns the
+index of anything that is not an array untouched. A literal index stays literal, where Numba
+needs it to type ``t[0]`` of a tuple, and the subscripted value is checked instead:
+``out[0] = s`` becomes ``__checked_at(out, 0, 0, ...)[0] = s``.
+
+Numba's own check (``njit(boundscheck=True)``) then adds nothing but its cost: with it, the
+suite of ``benchmarks/bench_kernels.py --boundscheck`` ran 1.4x its unchecked time (geometric
+mean; the 9-point stencil 4.5x, the tiled matmul 3.3x), and without it the checks above cost
+a few percent. So ``relax`` reads the finished module and compiles each function without
+Numba's flag when every array access in it is checked here (or is the translator's own:
+``_internal``); a function with any other subscript keeps Numba's flag, which still guards what
+the rewrite leaves (an index with ``None``, ``...`` or a starred item, a subscript of a call,
+the hoisted tests of a flat kernel's guards, a device function that is not inlined). Numba's
+atomics check their index whatever the flag (``atomics.element_pointer``).
 
 The rewrite runs on the finished shape (``codegen`` calls ``add_checks`` after ``flatten`` or
 ``fission`` has planned the loops), so no analysis sees the calls: the plan and every
@@ -23,16 +38,9 @@ differ (fission prints coordinate loops for a body that names the coordinates). 
 Where the unit's ids live depends on the shape of the loops: a flat kernel in *rows* mode has
 only the global inner coordinate (``looporder.GLOBAL_INNER``), and one whose loop order is
 *swapped* holds the real ``x`` in the ``y`` names (``looporder.py``). Code a cube kernel runs
-once per cube (between its unit loops) is code every unit runs alike: it is reported as unit
-``(0, 0, 0)``, the first that would fail (and, in grid mode, where it runs once per grid, of cube
-``(0, 0, 0)``).
-
-Not rewritten (Numba's plain ``IndexError`` still guards them): device functions that are not
-inlined, warp-exchange operands, the tests of uniform control flow and of run-time masks,
-literal indices (``a[12]``, ``t[0][i]``: a literal must stay in the subscript, where Numba
-needs it to type ``t[0]`` of a tuple; an expression around it that checks first,
-``(__checked(...), t[0])[1][i] = v``, lost Numba's own check of ``[i]`` in a test), and
-subscripts whose index has a bare slice, ``None``, ``...`` or a starred item.
+once per cube (between its unit loops, and the tests of its cube-level ``if``/``while``/``for``)
+is code every unit runs alike: it is reported as unit ``(0, 0, 0)``, the first that would fail
+(and, in grid mode, where it runs once per grid, of cube ``(0, 0, 0)``).
 """
 
 from __future__ import annotations
@@ -40,16 +48,23 @@ from __future__ import annotations
 import ast
 import copy
 import hashlib
+import itertools
 from pathlib import Path
 
 from numba_cube.backends.cpu.fission import CubeKernel
+from numba_cube.backends.cpu.hidden import NONNEG
 from numba_cube.backends.cpu.looporder import GLOBAL_INNER
 from numba_cube.backends.cpu.plan import Ctrl, MaskedIf, MaskedWhile, Region, Uniform
 
-__all__ = ["CHECKER", "SITES", "add_checks", "import_line", "sites_line"]
+__all__ = ["CHECKER", "CHECKED_AT", "SITES", "add_checks", "import_line", "sites_line", "relax"]
 
 #: the name of ``checked_index`` in generated modules
 CHECKER = "__checked"
+#: the name of ``checked_at`` in generated modules
+CHECKED_AT = "__checked_at"
+#: the names of the helpers of checks hoisted out of loops (``_Loop``)
+PRECHECKED, IN_BOUNDS, RANGE_ENDS, SMALL = ("__prechecked", "__in_bounds", "__range_ends",
+                                            "__small_coefficient")
 #: the generated module's tuple of the checked arrays' names (``CpuProgram.bounds_sites``)
 SITES = "__bounds_sites"
 _RUNTIME = Path(__file__).with_name("bounds_runtime.py")
@@ -60,23 +75,25 @@ def import_line() -> str:
     run-time module, so editing it changes the text (and so the files and caches) of checked
     kernels only."""
     digest = hashlib.sha256(_RUNTIME.read_bytes()).hexdigest()[:16]
-    return (f"from numba_cube.backends.cpu.bounds_runtime import checked_index as {CHECKER}"
-            f"  # bounds_runtime {digest}")
+    return (f"from numba_cube.backends.cpu.bounds_runtime import checked_index as {CHECKER}, "
+            f"checked_at as {CHECKED_AT}, prechecked as {PRECHECKED}, in_bounds as {IN_BOUNDS}, "
+            f"range_ends as {RANGE_ENDS}, small as {SMALL}  # bounds_runtime {digest}")
 
 
 def sites_line(sites: tuple) -> str:
     return f"{SITES} = {sites!r}"
 
 
-def add_checks(shape, arrays: set[str]) -> tuple:
-    """Rewrite, in place, the subscripts of ``arrays`` in the code of ``shape`` (a
-    ``flatten.FlatKernel`` or ``fission.CubeKernel``, before it is emitted); the sites, the
-    names of the arrays in the order the checks number them."""
+def add_checks(shape) -> tuple:
+    """Rewrite, in place, the subscripts in the code of ``shape`` (a ``flatten.FlatKernel`` or
+    ``fission.CubeKernel``, before it is emitted); the sites, the texts of the subscripted
+    values in the order the checks number them."""
     sites: list[str] = []
+    loops = itertools.count(1)
     if isinstance(shape, CubeKernel):
         cube = ("0", "0", "0") if shape.grid else ("__bx", "__by", "__bz")
-        in_units = _Checks(sites, arrays, ("__bx", "__by", "__bz"), ("__tx", "__ty", "__tz"))
-        per_cube = _Checks(sites, arrays, cube, ("0", "0", "0"))
+        in_units = _Checks(sites, loops, ("__bx", "__by", "__bz"), ("__tx", "__ty", "__tz"))
+        per_cube = _Checks(sites, loops, cube, ("0", "0", "0"))
         _plan_items(shape.plan, in_units, per_cube)
         return tuple(sites)
     inner_cube, inner_unit = ((f"{GLOBAL_INNER} // __bdx", f"{GLOBAL_INNER} % __bdx")
@@ -85,18 +102,24 @@ def add_checks(shape, arrays: set[str]) -> tuple:
         cube, unit = ("__by", inner_cube, "__bz"), ("__ty", inner_unit, "__tz")
     else:
         cube, unit = (inner_cube, "__by", "__bz"), (inner_unit, "__ty", "__tz")
-    checks = _Checks(sites, arrays, cube, unit)
-    shape.body[:] = [checks.visit(s) for s in shape.body]
+    shape.body[:] = _Checks(sites, loops, cube, unit).statements(shape.body)
     return tuple(sites)
 
 
 def _plan_items(items: list, in_units: "_Checks", per_cube: "_Checks") -> None:
     for item in items:
         if isinstance(item, Region):
-            item.code[:] = [in_units.visit(s) for s in item.code]
+            item.code[:] = in_units.statements(item.code)
         elif isinstance(item, Uniform):
+            # one statement stays one (a hoisted loop check only rewrites ``for`` statements)
             item.stmt = per_cube.visit(item.stmt)
         elif isinstance(item, (Ctrl, MaskedIf)):
+            if isinstance(item, Ctrl):      # a cube-level test or iterable, printed as it is
+                node = item.node
+                if isinstance(node, ast.For):
+                    node.iter = per_cube.visit(node.iter)
+                else:
+                    node.test = per_cube.visit(node.test)
             _plan_items(item.body, in_units, per_cube)
             _plan_items(item.orelse, in_units, per_cube)
         elif isinstance(item, MaskedWhile):
@@ -104,34 +127,380 @@ def _plan_items(items: list, in_units: "_Checks", per_cube: "_Checks") -> None:
 
 
 class _Checks(ast.NodeTransformer):
-    """Passes the index of every subscript of ``arrays`` through the checker."""
+    """Passes the index of every subscript through the checker (module docstring)."""
 
-    def __init__(self, sites: list, arrays: set[str], cube: tuple, unit: tuple):
+    def __init__(self, sites: list, loops, cube: tuple, unit: tuple):
         self.sites = sites
-        self.arrays = arrays
+        self.loops = loops
         self.cube = _tuple(cube)
         self.unit = _tuple(unit)
+        self.loop: _Loop | None = None      # the loop whose checked copy is being rewritten
+
+    def statements(self, stmts: list) -> list:
+        out = []
+        for s in stmts:
+            new = self.visit(s)
+            out.extend(new if isinstance(new, list) else [new])
+        return out
 
     def visit_Subscript(self, node):
+        label = ast.unparse(node.value)         # the value as written, before its own checks
+        if self.loop is not None and self.loop.covers(node):
+            node.slice = ast.Call(ast.Name(PRECHECKED, ast.Load()), [node.slice], [])
+            return ast.fix_missing_locations(node)
         node = self.generic_visit(node)
         target = node.value
-        if not (isinstance(target, ast.Name) and target.id in self.arrays):
-            return node
+        if _safe_unchecked(node) or not _pure(target):
+            return node         # nothing to check, or left to Numba's check (relax)
         if _is_literal_index(node.slice):
-            return node         # left to Numba (module docstring)
+            node.value = ast.copy_location(self._check(CHECKED_AT, label, target,
+                                                       copy.deepcopy(node.slice)), target)
+            return ast.fix_missing_locations(node)
         index = _index_value(node.slice)
         if index is None:
             return node
-        node.slice = ast.copy_location(self._check(target.id, index), node.slice)
+        node.slice = ast.copy_location(self._check(CHECKER, label, copy.deepcopy(target), index),
+                                       node.slice)
         return ast.fix_missing_locations(node)
 
-    def _check(self, name: str, index: ast.expr) -> ast.Call:
-        if name not in self.sites:
-            self.sites.append(name)
-        site = ast.Constant(self.sites.index(name))
-        return ast.Call(ast.Name(CHECKER, ast.Load()),
-                        [ast.Name(name, ast.Load()), index, site, copy.deepcopy(self.cube),
+    def visit_For(self, node):
+        loop = _Loop.of(node) if self.loop is None else None
+        if loop is None:
+            return self.generic_visit(node)
+        return loop.rewrite(node, self, next(self.loops))
+
+    def _check(self, checker: str, label: str, target: ast.expr, index: ast.expr) -> ast.Call:
+        if label not in self.sites:
+            self.sites.append(label)
+        site = ast.Constant(self.sites.index(label))
+        return ast.Call(ast.Name(checker, ast.Load()),
+                        [target, index, site, copy.deepcopy(self.cube),
                          copy.deepcopy(self.unit)], [])
+
+
+# ---- checks hoisted out of loops -----------------------------------------------------------------
+
+class _Loop:
+    """An innermost ``for v in range(...)`` loop whose subscripts are, some of them, checked once
+    for the whole loop instead of at each access (module docstring, "Loops")::
+
+        for j in range(16):
+            tmp += sA[ty, j] * sB[j, tx]
+        # becomes
+        __lp1b = 16
+        __lp1ok, __lp1f, __lp1l = __range_ends(0, __lp1b, 1)
+        __lp1ok = __lp1ok & __in_bounds(sA, (ty, __lp1f)) & __in_bounds(sA, (ty, __lp1l)) & ...
+        if not __lp1ok:                 # not certified by the ends: every item, then raise
+            __lp1bad = False
+            __lp1at = __lp1b
+            for __lp1v in range(__lp1b):
+                if not __lp1bad:
+                    if not (__in_bounds(sA, (ty, __lp1v)) & __in_bounds(sB, (__lp1v, tx))):
+                        __lp1bad = True
+                        __lp1at = __lp1v
+            if __lp1bad:
+                __checked(sA, (ty, __lp1at), ...)       # the first that is out raises
+                __checked(sB, (__lp1at, tx), ...)
+        for j in range(__lp1b):
+            tmp += sA[__prechecked((ty, j))] * sB[__prechecked((j, tx))]
+
+    A subscript is covered when every iteration evaluates it (``_unconditional``: not under an
+    ``if`` or a conditional expression, in a body with no ``break``, ``continue``, ``return``,
+    ``raise`` or ``assert``), its value is a name the loop does not assign and every component
+    of its index is affine in ``v`` (``_affine``). Each component is then monotone in ``v``, so
+    its values over the loop lie between those at the range's first and last items: inside the
+    array at both, it is inside at every item. That is the certificate, taken when the range is
+    not empty, its arguments are signed integers, its ends and the coefficients of ``v`` are
+    small enough that no index wraps around int64 without one at an end being far out of any
+    array (``bounds_runtime.range_ends``, ``small``). Otherwise the scan evaluates every index
+    the loop will use, as the loop will, and raises the checker's ``IndexError`` for the first
+    item where one is out, before the loop runs: an access the loop makes, though an unchecked
+    one of an earlier item (of a subscript this does not cover) would have failed first.
+
+    The slow path is a scan and not a checked copy of the loop because a loop with checks in
+    the same function, even one that never runs, kept LLVM from optimising the fast one (the
+    tiled matmul of ``benchmarks/bench_kernels.py``: 0.51 s with a checked copy, 0.17-0.19 s
+    with the scan or none); the scan has no exit inside its loop."""
+
+    def __init__(self, node: ast.For, var: str, assigned: set[str]):
+        self.node = node
+        self.var = var
+        self.assigned = assigned
+        self.covered = [s for s in _unconditional(node.body)
+                        if self._coefficients(s) is not None]
+
+    @classmethod
+    def of(cls, node: ast.For) -> "_Loop | None":
+        it = node.iter
+        if not (isinstance(node.target, ast.Name) and not node.orelse
+                and isinstance(it, ast.Call) and isinstance(it.func, ast.Name)
+                and it.func.id == "range" and 1 <= len(it.args) <= 3 and not it.keywords
+                and not any(isinstance(a, ast.Starred) for a in it.args)):
+            return None
+        inner = [n for s in node.body for n in ast.walk(s)]
+        if any(isinstance(n, (ast.For, ast.While, ast.AsyncFor, ast.FunctionDef, ast.Lambda,
+                              ast.comprehension, ast.Break, ast.Continue, ast.Return,
+                              ast.Raise, ast.Assert, ast.Try)) for n in inner):
+            return None         # innermost loops whose every iteration runs the whole body
+        assigned = {node.target.id} | {n.id for n in inner if isinstance(n, ast.Name)
+                                       and not isinstance(n.ctx, ast.Load)}
+        loop = cls(node, node.target.id, assigned)
+        return loop if loop.covered else None
+
+    def covers(self, node: ast.Subscript) -> bool:
+        return any(node is s for s in self.covered)
+
+    def _coefficients(self, node: ast.Subscript):
+        """The coefficients of ``v`` in the components of ``node``'s index (0 where it does not
+        appear), or None when the subscript is not covered."""
+        if not (isinstance(node.value, ast.Name) and node.value.id not in self.assigned):
+            return None
+        if _is_literal_index(node.slice) or _safe_unchecked(node):
+            return None         # checked as it is (a literal must stay in the subscript)
+        coefficients = [_affine(c, self.var, self.assigned) for c in _items(node.slice)]
+        return None if any(c is None for c in coefficients) else coefficients
+
+    def rewrite(self, node: ast.For, checks: _Checks, k: int) -> list:
+        p = f"__lp{k}"
+        args = [checks.visit(a) for a in node.iter.args]       # evaluated once, checked
+        temps = [f"{p}{'abc'[i] if len(args) > 1 else 'b'}" for i in range(len(args))]
+        pre = [_assign(t, a) for t, a in zip(temps, args)]
+        start, stop, step = (["0", temps[0], "1"] if len(temps) == 1
+                             else [temps[0], temps[1], "1"] if len(temps) == 2 else temps)
+        ok, first, last = f"{p}ok", f"{p}f", f"{p}l"
+        pre.append(_parse(f"{ok}, {first}, {last} = {RANGE_ENDS}({start}, {stop}, {step})"))
+        loop_range = f"range({', '.join(temps)})"
+
+        def at(s: ast.Subscript, value: str) -> str:
+            return ast.unparse(_substitute(copy.deepcopy(s.slice), self.var, value))
+
+        tests = []
+        for s in self.covered:
+            for coefficient in self._coefficients(s):
+                if not (isinstance(coefficient, int) and abs(coefficient) <= 1 << 20):
+                    tests.append(f"{SMALL}({ast.unparse(_as_expr(coefficient))})")
+            tests += [f"{IN_BOUNDS}({s.value.id}, {at(s, end)})" for end in (first, last)]
+        # ``&``, not ``and``: every test is pure and cheap, and branches would cost more
+        pre.append(_parse(f"{ok} = {' & '.join(dict.fromkeys([ok] + tests))}"))
+        v, bad, where = f"{p}v", f"{p}bad", f"{p}at"
+        inside = " & ".join(dict.fromkeys(f"{IN_BOUNDS}({s.value.id}, {at(s, v)})"
+                                          for s in self.covered))
+        raising = "\n".join(
+            f"        {ast.unparse(checks._check(CHECKER, s.value.id, s.value, _parse_expr(at(s, where))))}"
+            for s in self.covered)
+        pre.append(_parse(
+            f"if not {ok}:\n"
+            f"    {bad} = False\n"
+            f"    {where} = {temps[0]}\n"
+            f"    for {v} in {loop_range}:\n"
+            f"        if not {bad}:\n"
+            f"            if not ({inside}):\n"
+            f"                {bad} = True\n"
+            f"                {where} = {v}\n"
+            f"    if {bad}:\n{raising}"))
+        node.iter = _parse_expr(loop_range)
+        checks.loop = self
+        try:
+            node.body = checks.statements(node.body)
+        finally:
+            checks.loop = None
+        return [ast.fix_missing_locations(ast.copy_location(s, node)) for s in pre + [node]]
+
+
+def _unconditional(stmts: list) -> list:
+    """The subscripts that running ``stmts`` evaluates whatever the values (not under an ``if``
+    or the branches of a conditional expression, nor after the first operand of ``and``/``or``):
+    for a loop body without ``break``, ``continue`` or ``return``, those of every iteration."""
+    found: list = []
+
+    def expr(e):
+        if isinstance(e, ast.IfExp):
+            expr(e.test)
+            return
+        if isinstance(e, ast.BoolOp):
+            expr(e.values[0])
+            return
+        if isinstance(e, (ast.Lambda, ast.GeneratorExp, ast.ListComp, ast.SetComp,
+                          ast.DictComp)):
+            return
+        if isinstance(e, ast.Subscript):
+            found.append(e)
+        for child in ast.iter_child_nodes(e):
+            if isinstance(child, ast.expr):
+                expr(child)
+
+    for s in stmts:
+        if isinstance(s, ast.If):
+            expr(s.test)
+        elif isinstance(s, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr)):
+            for child in ast.iter_child_nodes(s):
+                if isinstance(child, ast.expr):
+                    expr(child)
+    return found
+
+
+def _affine(node: ast.expr, var: str, assigned: set[str]):
+    """The coefficient of ``var`` in ``node`` when ``node`` is affine in it with coefficients
+    the loop does not change: an int, or an expression of such names; None otherwise. Built of
+    ``var``, names the loop does not assign, integer literals, ``x.shape[k]`` and ``x.size`` of
+    such names, ``+``, ``-`` and ``*`` (one side free of ``var``) and ``__nn(...)``."""
+    if isinstance(node, ast.Name):
+        if node.id == var:
+            return 1
+        return 0 if node.id not in assigned else None
+    if isinstance(node, ast.Constant):
+        return 0 if type(node.value) is int else None
+    if isinstance(node, ast.Attribute):
+        return 0 if (node.attr in ("size", "ndim") and isinstance(node.value, ast.Name)
+                     and node.value.id not in assigned) else None
+    if isinstance(node, ast.Subscript):
+        value = node.value
+        return 0 if (isinstance(value, ast.Attribute) and value.attr in _SHAPES
+                     and isinstance(value.value, ast.Name) and value.value.id not in assigned
+                     and isinstance(node.slice, ast.Constant)
+                     and type(node.slice.value) is int) else None
+    if isinstance(node, ast.Call):
+        if (isinstance(node.func, ast.Name) and node.func.id == NONNEG and len(node.args) == 1
+                and not node.keywords):
+            return _affine(node.args[0], var, assigned)
+        return None
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        c = _affine(node.operand, var, assigned)
+        return c if c is None or isinstance(node.op, ast.UAdd) else _negate(c)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult)):
+        left, right = _affine(node.left, var, assigned), _affine(node.right, var, assigned)
+        if left is None or right is None:
+            return None
+        if isinstance(node.op, ast.Add):
+            return _combine(left, right, ast.Add())
+        if isinstance(node.op, ast.Sub):
+            return _combine(left, right, ast.Sub())
+        if left == 0:                       # v-free * affine
+            return _scale(node.left, right)
+        if right == 0:
+            return _scale(node.right, left)
+        return None                         # v * v: not affine
+    return None
+
+
+def _as_expr(c) -> ast.expr:
+    return ast.Constant(c) if isinstance(c, int) else c
+
+
+def _negate(c):
+    return -c if isinstance(c, int) else ast.UnaryOp(ast.USub(), c)
+
+
+def _combine(a, b, op):
+    if isinstance(a, int) and isinstance(b, int):
+        return a + b if isinstance(op, ast.Add) else a - b
+    if b == 0:
+        return a
+    if a == 0:
+        return b if isinstance(op, ast.Add) else _negate(b)
+    return ast.BinOp(_as_expr(a), op, _as_expr(b))
+
+
+def _scale(factor: ast.expr, c):
+    """``factor * c`` for a ``var``-free expression ``factor`` and a coefficient ``c``."""
+    if c == 0:
+        return 0
+    if isinstance(factor, ast.Constant) and isinstance(c, int):
+        return factor.value * c
+    return ast.BinOp(copy.deepcopy(factor), ast.Mult(), _as_expr(c))
+
+
+def _substitute(node: ast.expr, var: str, name: str) -> ast.expr:
+    class Sub(ast.NodeTransformer):
+        def visit_Name(self, n):
+            return ast.Name(name, ast.Load()) if n.id == var else n
+    return Sub().visit(node)
+
+
+def _assign(name: str, value: ast.expr) -> ast.stmt:
+    return ast.Assign([ast.Name(name, ast.Store())], value)
+
+
+def _parse(text: str) -> ast.stmt:
+    return ast.parse(text).body[0]
+
+
+def _parse_expr(text: str) -> ast.expr:
+    return ast.parse(text, mode="eval").body
+
+
+# ---- which subscripts need no check, and which functions need no Numba check ------------------
+
+_SHAPES = ("shape", "strides")
+
+
+def _internal(name: str) -> bool:
+    """A name of the translator's own per-unit storage: ``__failed``, the masks ``__m<k>``,
+    exchange buffers ``__x..``, replicas ``<name>__r`` and their lists ``<name>__l``. User names
+    never contain ``__`` (``frontend.check_reserved``), and the translator's renamings of them
+    (``x__i1`` of an inlined function, ``sm__s1``, ``f__rv1``) end otherwise."""
+    return name.startswith("__") or name.endswith(("__r", "__l"))
+
+
+def _safe_unchecked(node: ast.Subscript) -> bool:
+    """Can this subscript not go out of bounds unchecked? Slices only (clipped to their axis),
+    a record's field by name, a shape or strides tuple (Numba checks a tuple's run-time index
+    whatever its flag), or the translator's own storage at an index made of its own names."""
+    target, items = node.value, _items(node.slice)
+    if isinstance(target, ast.Attribute) and target.attr in _SHAPES:
+        return True
+    if all(isinstance(i, ast.Slice) or (isinstance(i, ast.Constant) and isinstance(i.value, str))
+           for i in items):
+        return True
+    return (isinstance(target, ast.Name) and _internal(target.id)
+            and all("__" in n.id for i in items for n in ast.walk(i) if isinstance(n, ast.Name)))
+
+
+def _items(index: ast.expr) -> list:
+    return index.elts if isinstance(index, ast.Tuple) else [index]
+
+
+def _pure(node: ast.expr) -> bool:
+    """An expression that may be evaluated twice: names, attributes, constants, subscripts of
+    such, and the checkers' calls (no other call)."""
+    for n in ast.walk(node):
+        if isinstance(n, ast.Call):
+            if not (isinstance(n.func, ast.Name) and n.func.id in (CHECKER, CHECKED_AT)):
+                return False
+        elif not isinstance(n, (ast.Name, ast.Attribute, ast.Constant, ast.Subscript, ast.Tuple,
+                                ast.Slice, ast.UnaryOp, ast.BinOp, ast.expr_context, ast.unaryop,
+                                ast.operator)):
+            return False
+    return True
+
+
+def _checked(node: ast.Subscript) -> bool:
+    """Does the generated code check this subscript (``add_checks``)?"""
+    def call_to(e, name):
+        return isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == name
+    return (call_to(node.slice, CHECKER) or call_to(node.value, CHECKED_AT)
+            or call_to(node.slice, PRECHECKED) or _safe_unchecked(node))
+
+
+def relax(text: str) -> str:
+    """The checked module ``text`` with ``boundscheck=False`` in the ``njit`` decorator of each
+    function whose every subscript is checked by ``add_checks`` or needs no check
+    (``_checked``); the others keep Numba's own check (module docstring)."""
+    tree = ast.parse(text)
+    lines = text.split("\n")
+    for fn in tree.body:
+        if not isinstance(fn, ast.FunctionDef):
+            continue
+        if not all(_checked(n) for n in ast.walk(fn) if isinstance(n, ast.Subscript)):
+            continue
+        for dec in fn.decorator_list:
+            if not (isinstance(dec, ast.Call) and any(
+                    k.arg == "boundscheck" and isinstance(k.value, ast.Constant)
+                    and k.value.value is True for k in dec.keywords)):
+                continue
+            for i in range(dec.lineno - 1, dec.end_lineno):
+                lines[i] = lines[i].replace("boundscheck=True", "boundscheck=False")
+    return "\n".join(lines)
 
 
 def _index_value(index: ast.expr) -> ast.expr | None:

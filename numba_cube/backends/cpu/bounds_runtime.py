@@ -16,17 +16,28 @@ backend's launch (``server.py``) hands that to ``described``, which makes it::
 
 It is an overload: what it checks is decided from the types when the kernel compiles. A
 component that is a slice takes up its axis and is shown as ``:``; an index of one to four
-integers and slices is checked, anything else (``None``, ``...``, more components, an index of a
-tuple or a record) is returned untouched, and Numba's own check (the generated code keeps
-``boundscheck=True``) still raises its plain ``IndexError`` for it.
+integers and slices of an array is checked here. Any other index of an array (``None``,
+``...``, more components, an integer array) goes through ``_probe``, a function compiled with
+Numba's own ``boundscheck=True``, which raises Numba's plain ``IndexError`` for it: the
+functions that call the checker are compiled without Numba's flag (``bounds.relax``), so every
+array index they use must be checked here, one way or the other. What is not an array (a tuple,
+a record) is returned untouched: Numba checks a tuple's run-time index whatever its flag, and a
+record takes only literal fields.
+
+``checked_at(container, index, site, cube, unit)`` checks the same and returns ``container``:
+it is how a literal index is checked (``out[0]`` becomes ``__checked_at(out, 0, ...)[0]``), the
+literal staying in the subscript, where Numba needs it to type ``t[0]`` of a tuple.
 """
 
 from __future__ import annotations
 
+import numpy as np
+from numba import njit
 from numba.core import types
-from numba.extending import overload
+from numba.extending import overload, register_jitable
 
-__all__ = ["checked_index", "described", "MARK"]
+__all__ = ["checked_index", "checked_at", "described", "MARK", "prechecked", "in_bounds", "range_ends",
+           "small"]
 
 #: The first argument of the raw ``IndexError`` of a failed check.
 MARK = "numba_cube.bounds"
@@ -89,24 +100,55 @@ def _unchanged(array, index, site, cube, unit):
     return index
 
 
+@njit(boundscheck=True)
+def _probe(array, index):
+    """``array[index]`` under Numba's own bounds check: its plain ``IndexError`` for an index
+    form the checks below do not take apart (the result is returned so that the access stays)."""
+    return array[index]
+
+
+def _probed(array, index, site, cube, unit):
+    _probe(array, index)
+    return index
+
+
 @overload(checked_index, inline="always")
 def _checked_index(array, index, site, cube, unit):
-    if not isinstance(array, types.Array):
-        return _unchanged
+    if not isinstance(array, types.Buffer):
+        return _unchanged       # a tuple (Numba checks it anyway), a record, a scalar
+    if not isinstance(array, types.Array) or array.ndim == 0:
+        return _probed
     if isinstance(index, types.Integer):
         def check_one(array, index, site, cube, unit):
             _check_axis(array, index, 0, index, site, cube, unit)
             return index
-        return check_one if array.ndim >= 1 else _unchanged
+        return check_one
     if not isinstance(index, types.BaseTuple) or not 1 <= len(index) <= min(array.ndim,
                                                                              _MOST_COMPONENTS):
-        return _unchanged
+        return _probed
     components = list(index.types)
-    if not all(isinstance(c, (types.Integer, types.SliceType)) for c in components) \
-            or not any(isinstance(c, types.Integer) for c in components):
-        return _unchanged
+    if not all(isinstance(c, (types.Integer, types.SliceType)) for c in components):
+        return _probed
+    if not any(isinstance(c, types.Integer) for c in components):
+        return _unchanged       # slices only: a slice is clipped to its axis, never outside it
 
     return _CHECK_EACH[len(index)]
+
+
+def checked_at(container, index, site, cube, unit):
+    """``container``, after checking ``index`` against it (nopython only; module docstring)."""
+    raise NotImplementedError("checked_at runs inside generated kernels only")
+
+
+@overload(checked_at, inline="always")
+def _checked_at(container, index, site, cube, unit):
+    if not isinstance(container, types.Buffer):
+        return lambda container, index, site, cube, unit: container
+
+    def check(container, index, site, cube, unit):
+        checked_index(container, index, site, cube, unit)
+        return container
+    return check
 
 
 # Written out per arity, like ``_components``: a tuple of mixed types is taken apart only with
@@ -151,3 +193,110 @@ def described(exc: BaseException, kernel_name: str, sites: tuple) -> BaseExcepti
     shown = ", ".join(":" if c == _SLICE else str(c) for c in components)
     return IndexError(f"kernel {kernel_name}: {name}[{shown}] out of bounds for axis {axis} with "
                       f"size {size} (cube {tuple(cube)}, unit {tuple(unit)})")
+
+
+# ---- checks hoisted out of a loop (bounds.py, "Loops") ----------------------------------------
+
+#: A hoisted check takes a loop whose range's ends are at most this far from 0 ...
+_MOST_END = 1 << 40
+#: ... and indices whose coefficient of the loop variable is at most this: then no index of the
+#: loop wraps around int64 unless one at an end does, and that one is far outside any array.
+_MOST_COEFFICIENT = 1 << 20
+
+
+def prechecked(index):
+    """``index``: the mark of a subscript whose every index in its loop was checked before the
+    loop ran (nopython only)."""
+    raise NotImplementedError("nopython only")
+
+
+@overload(prechecked, inline="always")
+def _prechecked(index):
+    return lambda index: index
+
+
+def in_bounds(array, index):
+    """Whether ``index`` lies inside ``array`` (as ``checked_index`` decides it), without raising;
+    False for an index form it does not take apart (nopython only)."""
+    raise NotImplementedError("nopython only")
+
+
+@overload(in_bounds, inline="always")
+def _in_bounds(array, index):
+    if not isinstance(array, types.Buffer):
+        return lambda array, index: True        # not an array: nothing a wild index reaches
+    components = list(index.types) if isinstance(index, types.BaseTuple) else [index]
+    if (not isinstance(array, types.Array) or not 1 <= len(components) <= array.ndim
+            or not all(isinstance(c, types.Integer) for c in components)
+            or len(components) > _MOST_COMPONENTS):
+        return lambda array, index: False
+    if not isinstance(index, types.BaseTuple):
+        return lambda array, index: _inside(index, array.shape[0])
+    return _INSIDE_EACH[len(components)]
+
+
+# Branch-free (``&``, no chained comparison): these run once per loop entry, often once per unit
+# in a unit loop, where branches cost more than the compares (and Numba's inlining of ``and``
+# chains leaves variables it warns about).
+@register_jitable(inline="always")
+def _inside(value, size):
+    return (value >= -size) & (value < size)
+
+
+def _inside_1(array, index):
+    return _inside(index[0], array.shape[0])
+
+
+def _inside_2(array, index):
+    return _inside(index[0], array.shape[0]) & _inside(index[1], array.shape[1])
+
+
+def _inside_3(array, index):
+    return (_inside(index[0], array.shape[0]) & _inside(index[1], array.shape[1])
+            & _inside(index[2], array.shape[2]))
+
+
+def _inside_4(array, index):
+    return (_inside(index[0], array.shape[0]) & _inside(index[1], array.shape[1])
+            & _inside(index[2], array.shape[2]) & _inside(index[3], array.shape[3]))
+
+
+_INSIDE_EACH = {1: _inside_1, 2: _inside_2, 3: _inside_3, 4: _inside_4}
+
+
+def range_ends(start, stop, step):
+    """``(ok, first, last)`` of ``range(start, stop, step)`` as int64: ``ok`` when the range is
+    not empty, its arguments are signed integers and its ends are within ``_MOST_END`` of 0
+    (nopython only)."""
+    raise NotImplementedError("nopython only")
+
+
+@overload(range_ends, inline="always")
+def _range_ends(start, stop, step):
+    if not all(isinstance(t, types.Integer) and t.signed for t in (start, stop, step)):
+        return lambda start, stop, step: (False, 0, 0)
+
+    def ends(start, stop, step):
+        a, b, s = np.int64(start), np.int64(stop), np.int64(step)
+        if not (-_MOST_END <= a <= _MOST_END and -_MOST_END <= b <= _MOST_END
+                and -_MOST_END <= s):       # -s of the most negative step would overflow
+            return False, a, a
+        if s > 0 and a < b:
+            return True, a, a + (b - a - 1) // s * s
+        if s < 0 and a > b:
+            return True, a, a - (a - b - 1) // (-s) * (-s)
+        return False, a, a      # empty (or step 0, which the loop's range() raises for)
+    return ends
+
+
+def small(coefficient):
+    """Whether an index's coefficient of a loop variable is at most ``_MOST_COEFFICIENT``
+    (nopython only)."""
+    raise NotImplementedError("nopython only")
+
+
+@overload(small, inline="always")
+def _small(coefficient):
+    if not (isinstance(coefficient, types.Integer) and coefficient.signed):
+        return lambda coefficient: False
+    return lambda coefficient: (coefficient >= -_MOST_COEFFICIENT) & (coefficient <= _MOST_COEFFICIENT)

@@ -15,7 +15,10 @@ libgomp's default wait policy on a 2-core VM).
 Compile flags (``cpu_flags``): ``boundscheck`` and ``fastmath``, from the client's options, else
 the kernel's (``cuda.jit``'s options, ``kernel.options``), else the defaults, and the error model
 (Python's for ``debug=True`` kernels, NumPy's otherwise, as numba-cuda chooses); Numba's own
-``NUMBA_BOUNDSCHECK`` overrides both, as it overrides every ``@jit(boundscheck=...)``. Before each
+``NUMBA_BOUNDSCHECK`` overrides both, as it overrides every ``@jit(boundscheck=...)``. The default
+of ``boundscheck`` is on (``config.BOUNDSCHECK_DEFAULT``, issue 30): unchecked, a wild index is a
+wild access into this process's memory, a crash at some later, unrelated point. Only a False
+given somewhere turns it off; None (numba-cuda's "not given") is not one. Before each
 compile the kernel checks that nothing its id covers has changed (``Kernel.check_frozen``): the
 program cache is keyed by that id.
 
@@ -105,7 +108,9 @@ def cpu_flags(kernel, client_options) -> tuple[bool, bool | tuple[str, ...], str
 
     Of ``cuda.jit``'s options, ``fastmath`` means on the CPU what it means to numba-cuda (LLVM's
     fast-math flags; ``True`` or a set of flag names, as ``njit`` takes them) and ``boundscheck``
-    what it means to ``njit``. ``debug``: numba-cuda reports a kernel's exceptions only with
+    what it means to ``njit`` (an out-of-bounds index raises ``IndexError``), but on unless a
+    client or kernel option, ``NUMBA_CUBE_BOUNDSCHECK`` or ``NUMBA_BOUNDSCHECK`` says False:
+    numba-cuda's ``cuda.jit(boundscheck=False)`` is such a False. ``debug``: numba-cuda reports a kernel's exceptions only with
     ``debug=True`` (the CPU backend always reports them), and compiles a debug kernel with
     Python's error model, where a division by zero raises ``ZeroDivisionError`` instead of giving
     ``inf``/``nan``/0 as NumPy's model does: the same switch here (``error_model``).
@@ -119,8 +124,14 @@ def cpu_flags(kernel, client_options) -> tuple[bool, bool | tuple[str, ...], str
         raise CompileError(f"kernel {kernel.name} links {list(kernel_options['link'])} "
                            "(cuda.jit(link=...)): PTX and CUDA C files cannot run on the CPU backend",
                            construct="link=")
-    boundscheck = bool(resolve("boundscheck", kernel_options, client_options,
-                               config.BOUNDSCHECK_DEFAULT))
+    given = resolve("boundscheck", kernel_options, client_options)
+    if given is None:
+        # nothing said by the client or the kernel: the environment, else on (a client made
+        # by cube.client has the environment's value among its options already)
+        from_env = config.boundscheck_forced()
+        boundscheck = config.BOUNDSCHECK_DEFAULT if from_env is None else from_env
+    else:
+        boundscheck = bool(given)
     forced = config.numba_boundscheck()
     if forced is not None and forced != boundscheck:
         if boundscheck:

@@ -1,21 +1,28 @@
-"""Bounds-checked CPU kernels (backends/cpu/bounds.py, bounds_runtime.py): with
-``cube.client("cpu", boundscheck=True)`` an index out of bounds is an IndexError, as numba-cuda's
-simulator raises (the ``cudasim`` backend runs the same kernel as the reference), whose message
-names the kernel, the array (parameter or shared array), the index, the axis and its size, and
-the cube and unit that went out of bounds; it is the failure the launch's outputs carry. In-bounds
-kernels give NumPy's results, a negative index wraps as in numba-cuda, and without bounds
-checking the generated module has no checks at all.
+"""Bounds-checked CPU kernels (backends/cpu/bounds.py, bounds_runtime.py): checked by default
+(issue 30) and with ``cube.client("cpu", boundscheck=True)``, an index out of bounds is an
+IndexError, as numba-cuda's simulator raises (the ``cudasim`` backend runs the same kernel as the
+reference), whose message names the kernel, the array (parameter, shared array, view), the index,
+the axis and its size, and the cube and unit that went out of bounds; it is the failure the
+launch's outputs carry, and the process goes on. In-bounds kernels give NumPy's results, a
+negative index wraps as in numba-cuda, and without bounds checking the generated module has no
+checks at all.
 
 Each kernel goes out of bounds in exactly one unit, so the unit named is known in advance.
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
+
 import numpy as np
 import pytest
-from numba import cuda, float64
+from numba import cuda, float64, types
 
 import numba_cube as cube
+from numba_cube.backends.cpu.server import CpuBackend
 from numba_cube.backends.cpu.translate import translate_source
 
 
@@ -99,14 +106,16 @@ def test_a_launch_large_enough_to_run_in_parallel_names_its_unit(checked):
                          "(cube (156, 0, 0), unit (64, 0, 0))")
 
 
-def test_ids_used_apart_name_their_unit_and_a_literal_index_still_raises(checked):
+def test_ids_used_apart_name_their_unit_and_a_literal_index_is_named_too(checked):
     """A kernel indexing by threadIdx.x + 8 * blockIdx.x (its units looped cube by cube) reports
-    unit 2 of cube 1 for a[10]; a literal a[12] is still an IndexError (Numba's own check)."""
+    unit 2 of cube 1 for a[10]; a literal a[12] (checked through the array, the literal staying
+    in the subscript) is reported the same way, by the unit that reads it."""
     root = _failure(checked, by_ids, 2, 8, np.arange(10.0), np.zeros(11))
     assert str(root) == ("kernel by_ids: a[10] out of bounds for axis 0 with size 10 "
                          "(cube (1, 0, 0), unit (2, 0, 0))")
     root = _failure(checked, literal_index, 1, 8, np.arange(10.0), np.zeros(1))
-    assert type(root) is IndexError          # a literal index: Numba's own check and message
+    assert str(root) == ("kernel literal_index: a[12] out of bounds for axis 0 with size 10 "
+                         "(cube (0, 0, 0), unit (3, 0, 0))")
 
 
 def test_1d_negative_index_below_the_start(checked):
@@ -163,3 +172,249 @@ def test_without_boundscheck_the_module_has_no_checks():
         off = translate_source(kernel.py_func, boundscheck=False)
         assert "bounds_runtime" not in off and "__checked" not in off
         assert "__checked(" in translate_source(kernel.py_func, boundscheck=True)
+
+
+# ---- the default (issue 30): checked, and the process goes on ---------------------------------
+
+_DEFAULT_CHILD = textwrap.dedent('''
+    import sys
+    import numpy as np
+    from numba import cuda
+    import numba_cube as cube
+
+    @cube.kernel
+    def scan_one_past(x, out):
+        # a user's inclusive scan of 5 values, one unit walking them: its loop runs one item
+        # too far and writes out[5]
+        if cuda.grid(1) == 0:
+            acc = 0
+            for k in range(x.size + 1):
+                acc += x[k] if k < x.size else 0
+                out[k] = acc
+
+    @cube.kernel
+    def wild_read(x, out, far):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = x[i + far] if i == out.size - 1 else x[i]
+
+    client = cube.client("cpu")                 # nothing said about bounds checking
+    assert "boundscheck" not in client.options
+    case = sys.argv[1]
+    if case == "scan":
+        x, out = client.create(np.arange(1, 6)), client.empty(5, np.int64)
+        client.launch(scan_one_past, 1, 32, x, out)
+    else:                                       # 2^16 units: the parallel variant runs it
+        n = 1 << 16
+        x, out = client.create(np.arange(float(n))), client.empty(n)
+        client.launch(wild_read, n // 256, 256, x, out, 10 ** 9)
+    try:
+        client.read(out)
+        print("NO FAILURE")
+    except cube.LaunchFailure as failure:
+        print(type(failure.root).__name__)
+        print(failure.root)
+    y = client.create(np.arange(4.0))           # the process and its client go on
+    print(client.read(y).sum())
+''')
+
+
+@pytest.mark.parametrize("case, message", [
+    ("scan", "kernel scan_one_past: out[5] out of bounds for axis 0 with size 5 "
+             "(cube (0, 0, 0), unit (0, 0, 0))"),
+    ("wild", "kernel wild_read: x[1000065535] out of bounds for axis 0 with size 65536 "
+             "(cube (255, 0, 0), unit (255, 0, 0))"),
+])
+def test_default_settings_turn_a_wild_access_into_a_launch_failure(tmp_path, case, message):
+    """With default settings (no client or kernel option, neither NUMBA_CUBE_BOUNDSCHECK nor
+    NUMBA_BOUNDSCHECK) a kernel writing one past its array (a scan of 5 values whose loop runs
+    one item too far) or reading 10^9 past it (the last unit of a launch large enough for the
+    parallel variant) fails its launch with LaunchFailure[IndexError] naming array, index, cube
+    and unit, and the process exits normally (before issue 30: rc 139, a crash somewhere else)."""
+    script = tmp_path / "child.py"
+    script.write_text(_DEFAULT_CHILD)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("NUMBA_CUBE_BOUNDSCHECK", "NUMBA_BOUNDSCHECK")}
+    r = subprocess.run([sys.executable, str(script), case], capture_output=True, text=True,
+                       env=env, timeout=600)
+    assert r.returncode == 0, (r.returncode, r.stderr[-3000:])
+    assert r.stdout.splitlines() == ["IndexError", message, "6.0"], r.stdout
+
+
+def test_explicit_false_compiles_unchecked_and_the_default_checked():
+    """``boundscheck=False`` on the client means unchecked, as before issue 30: the generated
+    module says ``boundscheck=False`` in its header and every ``njit``, and has no checks. With
+    nothing said it is checked: another module (another file, so Numba caches the two apart),
+    whose header says ``boundscheck=True``."""
+    backend = CpuBackend()
+    sig = (types.Array(types.float64, 1, "C"), types.Array(types.float64, 1, "C"), types.int64)
+    extras = ("serial", (8, 1, 1))
+    kernel = cube.kernel(shifted_copy.py_func)
+    off = backend.compile(kernel, sig, extras, {"boundscheck": False}).program
+    on = backend.compile(kernel, sig, extras, {}).program
+    assert "boundscheck=False" in off.source and "boundscheck=True" not in off.source
+    assert "__checked" not in off.source and "bounds_runtime" not in off.source
+    header = [line for line in on.source.splitlines() if line.startswith("# translator")]
+    assert len(header) == 1 and header[0].endswith("boundscheck=True")
+    assert "__checked(" in on.source
+    assert on.path != off.path
+
+
+@cube.kernel
+def sum_row_past(a, out, extra):
+    i = cuda.grid(1)
+    if i < out.size:
+        acc = 0.0
+        for k in range(a.shape[1] + (extra if i == 2 else 0)):
+            acc += a[i, k]
+        out[i] = acc
+
+
+@cube.kernel
+def loop_guarded(a, out, extra):
+    i = cuda.grid(1)
+    if i < out.size:
+        acc = 0.0
+        for k in range(a.size + extra):
+            if k < a.size:
+                acc += a[k]
+        out[i] = acc
+
+
+@cube.kernel
+def loop_broken(a, out, extra):
+    i = cuda.grid(1)
+    if i < out.size:
+        acc = 0.0
+        for k in range(a.size + extra):
+            if k == a.size:
+                break
+            acc += a[k]
+        out[i] = acc
+
+
+@cube.kernel
+def loop_from(a, out, start, count):
+    i = cuda.grid(1)
+    if i < out.size:
+        acc = 0.0
+        for k in range(start, start + (count if i == 1 else a.size)):
+            acc += a[k - start]
+        out[i] = acc
+
+
+def test_a_loops_accesses_are_checked_once_and_still_name_the_unit(checked):
+    """An innermost range loop whose index is affine in its variable is checked at the range's
+    ends before it runs (the generated loop indexes through ``__prechecked``): in bounds it
+    computes NumPy's row sums; unit 2's loop running one column too far fails with the access
+    it would make, a[2, 5], and the unit that makes it."""
+    assert "__prechecked(" in translate_source(sum_row_past.py_func, boundscheck=True)
+    host = np.arange(20.0).reshape(4, 5)
+    out = checked.empty(4)
+    checked.launch(sum_row_past, 1, 4, checked.create(host), out, 0)
+    np.testing.assert_array_equal(checked.read(out), host.sum(axis=1))
+    root = _failure(checked, sum_row_past, 1, 4, host, np.zeros(4), 1)
+    assert str(root) == ("kernel sum_row_past: a[2, 5] out of bounds for axis 1 with size 5 "
+                         "(cube (0, 0, 0), unit (2, 0, 0))")
+
+
+@pytest.mark.parametrize("kernel", [loop_guarded, loop_broken])
+def test_a_loop_running_past_its_array_without_touching_it_does_not_fail(checked, kernel):
+    """A loop whose range runs past the array but that reads it only under ``if k < a.size``,
+    or leaves with ``break`` before the end: no access is out of bounds, so nothing fails (a
+    check of the range's ends would; these accesses are checked where they are made)."""
+    out = checked.empty(3)
+    checked.launch(kernel, 1, 3, checked.create(np.arange(10.0)), out, 5)
+    np.testing.assert_array_equal(checked.read(out), np.full(3, 45.0))
+
+
+@cube.kernel
+def loop_upto(a, out, n):
+    i = cuda.grid(1)
+    if i < out.size:
+        acc = 0.0
+        if i == 1:
+            for k in range(n):
+                acc += a[k]
+        else:
+            for k in range(a.size):
+                acc += a[k]
+        out[i] = acc
+
+
+@pytest.mark.parametrize("kernel, args, too_far", [
+    (loop_upto, (), (np.uint64(11),)),
+    (loop_from, (1 << 45,), (1 << 45, 11)),
+], ids=["unsigned-range", "ends-beyond-2^40"])
+def test_loops_the_ends_cannot_vouch_for_are_checked_item_by_item(checked, kernel, args,
+                                                                  too_far):
+    """A range of unsigned integers, or one whose ends lie beyond 2^40 (where an index could wrap
+    around int64 between them), is checked at every item before the loop runs: in bounds the
+    sums are NumPy's; one item too many for unit 1 fails naming a[10] and unit 1."""
+    host = np.arange(10.0)
+    out = checked.empty(3)
+    in_bounds = (np.uint64(10),) if kernel is loop_upto else (*args, 10)
+    checked.launch(kernel, 1, 3, checked.create(host), out, *in_bounds)
+    np.testing.assert_array_equal(checked.read(out), np.full(3, 45.0))
+    root = _failure(checked, kernel, 1, 3, host, np.zeros(3), *too_far)
+    assert str(root) == (f"kernel {kernel.name}: a[10] out of bounds for axis 0 with size 10 "
+                         "(cube (0, 0, 0), unit (1, 0, 0))")
+
+
+@cube.kernel
+def row_of(a, out, j):
+    i = cuda.grid(1)
+    if i < out.size:
+        row = a[i]
+        out[i] = row[j if i == 1 else 0]
+
+
+@cuda.jit(device=True)
+def _read_at(a, k):
+    return a[k]
+
+
+@cube.kernel
+def through_device(a, out, shift):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = _read_at(a, i + shift)
+
+
+@cube.kernel
+def five_axes(a, out, k):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a[0, 0, 0, 0, k if i == 1 else 0]
+
+
+def test_views_device_functions_and_many_axes_are_checked(checked):
+    """Not only parameters and shared arrays: a row view (``row = a[i]; row[j]``) is checked
+    and named; a device function that is not inlined keeps Numba's own check (its plain
+    IndexError); an index of five components (more than the named check takes apart) goes
+    through Numba's own check too. Each is an IndexError, as the simulator's."""
+    root = _failure(checked, row_of, 1, 4, np.arange(20.0).reshape(4, 5), np.zeros(4), 5)
+    assert str(root) == ("kernel row_of: row[5] out of bounds for axis 0 with size 5 "
+                         "(cube (0, 0, 0), unit (1, 0, 0))")
+    source = translate_source(through_device.py_func, boundscheck=True)
+    device = source.split("def _read_at__dev")[0].splitlines()[-1]
+    assert "boundscheck=True" in device          # Numba's own check guards it
+    root = _failure(checked, through_device, 1, 8, np.arange(8.0), np.zeros(8), 1)
+    assert type(root) is IndexError
+    root = _failure(checked, five_axes, 1, 2, np.zeros((1, 1, 1, 1, 3)), np.zeros(2), 3)
+    assert type(root) is IndexError
+
+
+def test_functions_whose_every_access_is_checked_drop_numbas_own_check():
+    """Numba's own check costs what the named checks do not (module docstring of bounds.py):
+    every function of a checked module whose subscripts all go through the checker (or index
+    the translator's own storage) is compiled with ``boundscheck=False``; a non-inlined device
+    function keeps ``boundscheck=True``."""
+    for kernel in (shifted_copy, shared_neighbour, sum_row_past, row_of):
+        source = translate_source(kernel.py_func, boundscheck=True)
+        decorators = [line for line in source.splitlines() if line.startswith("@__njit")]
+        assert decorators and all("boundscheck=False" in d for d in decorators), kernel
+    source = translate_source(through_device.py_func, boundscheck=True)
+    kernel_part = source.split("def _read_at__dev")[1]
+    assert all("boundscheck=False" in line for line in kernel_part.splitlines()
+               if line.startswith("@__njit"))

@@ -13,6 +13,7 @@ from numba import cuda, types
 from numba.core import config as numba_config
 
 import numba_cube as cube
+from numba_cube import config
 from numba_cube.backends.cpu.server import CpuBackend, cpu_flags
 from numba_cube.errors import CompileError, LaunchFailure
 
@@ -134,11 +135,31 @@ def test_client_options_win_over_kernel_options():
                     opt=False, debug=True)
     assert cpu_flags(k, {}) == (True, True, "python")
     assert cpu_flags(k, {"boundscheck": False, "fastmath": False}) == (False, False, "python")
-    assert cpu_flags(cube.kernel(_axpy), {"fastmath": True}) == (False, True, "numpy")
-    assert cpu_flags(cube.kernel(_axpy, fastmath={"nsz", "arcp"}), {}) == (False, ("arcp", "nsz"), "numpy")
-    assert cpu_flags(cube.kernel(_axpy, debug=True), {}) == (False, False, "python")
+    assert cpu_flags(cube.kernel(_axpy), {"fastmath": True}) == (True, True, "numpy")
+    assert cpu_flags(cube.kernel(_axpy, fastmath={"nsz", "arcp"}), {}) == (True, ("arcp", "nsz"), "numpy")
+    assert cpu_flags(cube.kernel(_axpy, debug=True), {}) == (True, False, "python")
     with pytest.raises(CompileError, match="link"):
         cpu_flags(cube.kernel(_axpy, link=["extra.ptx"]), {})
+
+
+def test_bounds_checking_is_on_unless_something_says_false(monkeypatch):
+    """The CPU default (issue 30): with nothing said anywhere -- no client option, no kernel
+    option, neither NUMBA_CUBE_BOUNDSCHECK nor NUMBA_BOUNDSCHECK -- kernels compile checked. A
+    False given anywhere turns it off: the client's option, the kernel's (``cube.kernel(f,
+    boundscheck=False)`` and numba-cuda's ``cuda.jit(boundscheck=False)``, the only value
+    numba-cuda accepts), or the environment's; numba-cuda's unset option (None) is not a False."""
+    monkeypatch.delenv("NUMBA_CUBE_BOUNDSCHECK", raising=False)
+    monkeypatch.delenv("NUMBA_BOUNDSCHECK", raising=False)
+    assert "boundscheck" not in cube.client("cpu").options
+    assert cpu_flags(cube.kernel(_axpy), {})[0] is True
+    assert cpu_flags(cube.kernel(cuda.jit(_axpy)), {})[0] is True
+    assert cpu_flags(cube.kernel(_axpy), {"boundscheck": None})[0] is True
+    assert cpu_flags(cube.kernel(_axpy), {"boundscheck": False})[0] is False
+    assert cpu_flags(cube.kernel(_axpy, boundscheck=False), {})[0] is False
+    assert cpu_flags(cube.kernel(cuda.jit(boundscheck=False)(_axpy)), {})[0] is False
+    assert cpu_flags(cube.kernel(_axpy, boundscheck=False), {"boundscheck": True})[0] is True
+    monkeypatch.setenv("NUMBA_CUBE_BOUNDSCHECK", "0")
+    assert cube.client("cpu").options["boundscheck"] is False
 
 
 def test_kernel_boundscheck_option_checks_indexing():
@@ -165,6 +186,9 @@ def numba_boundscheck(monkeypatch):
     monkeypatch.delenv("NUMBA_BOUNDSCHECK", raising=False)
     numba_config.reload_config()
     assert numba_config.BOUNDSCHECK is None
+    # numba_cube reloads Numba's config only when the variable changed since it last looked: it
+    # did not see this reload, and a next test setting the same value must make it look again
+    config._numba_boundscheck_seen[0] = None
 
 
 def test_environment_decides_a_cpu_clients_boundscheck(numba_boundscheck, monkeypatch):
@@ -193,6 +217,16 @@ def test_numba_boundscheck_turns_checks_on(numba_boundscheck):
     with pytest.raises(LaunchFailure) as info:
         client.read(out)
     assert isinstance(info.value.root, IndexError)
+
+
+def test_numba_boundscheck_zero_alone_means_unchecked(numba_boundscheck, monkeypatch):
+    """NUMBA_BOUNDSCHECK=0 with nothing else said is an opt-out, as in Numba: kernels compile
+    unchecked, whether through a client (which takes it as its option) or not, and no
+    CompileError is raised about a check nobody asked for."""
+    monkeypatch.delenv("NUMBA_CUBE_BOUNDSCHECK", raising=False)
+    numba_boundscheck("0")
+    assert cpu_flags(cube.kernel(_axpy), {})[0] is False
+    assert cube.client("cpu").options["boundscheck"] is False
 
 
 def test_numba_boundscheck_zero_refuses_a_checked_client(numba_boundscheck):
