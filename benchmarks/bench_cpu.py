@@ -6,7 +6,8 @@
 3. Launch overhead of a tiny kernel (one cube of 32 units, asynchronous launches then one sync)
    vs a bare call of an ``njit`` function doing the same work.
 4. What bounds checking costs: axpy and the tiled matmul on a ``boundscheck=True`` client vs a
-   ``boundscheck=False`` one (the data behind ``NUMBA_CUBE_BOUNDSCHECK``'s default).
+   ``boundscheck=False`` one (``bench_kernels.py --boundscheck`` measures every kernel of the
+   suite: the data behind ``NUMBA_CUBE_BOUNDSCHECK``'s default, on since issue 30).
 
 Kernel times are measured as launch + wait (``client.sync_buffers``) so they include the runtime's
 whole path. Run: ``python benchmarks/bench_cpu.py [--quick] [--boundscheck]`` (``--boundscheck``:

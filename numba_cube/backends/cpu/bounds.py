@@ -16,18 +16,28 @@ Every subscript, not only those of parameters and shared arrays: a view (``row =
 inlined device function's renamed parameter and an array inside a tuple (``t[0][i]``, the
 subscripted expression written twice: it is pure) are arrays too, and the checker returns the
 index of anything that is not an array untouched. A literal index stays literal, where Numba
-needs it to type ``t[0]`` of a tuple, and the subscripted value is checked instead:
-``out[0] = s`` becomes ``__checked_at(out, 0, 0, ...)[0] = s``.
+needs it to type ``t[0]`` of a tuple: it is checked by a statement of its own before the
+statement that uses it (``out[0] = s`` gets ``__checked(out, 0, 0, ...)`` in front of it), where
+that statement evaluates it whatever the values (not in a branch of a conditional expression, an
+operand of ``and``/``or`` after the first, or the test of a ``while``: those are left to Numba's
+check, below).
 
-Numba's own check (``njit(boundscheck=True)``) then adds nothing but its cost: with it, the
-suite of ``benchmarks/bench_kernels.py --boundscheck`` ran 1.4x its unchecked time (geometric
-mean; the 9-point stencil 4.5x, the tiled matmul 3.3x), and without it the checks above cost
-a few percent. So ``relax`` reads the finished module and compiles each function without
-Numba's flag when every array access in it is checked here (or is the translator's own:
-``_internal``); a function with any other subscript keeps Numba's flag, which still guards what
-the rewrite leaves (an index with ``None``, ``...`` or a starred item, a subscript of a call,
-the hoisted tests of a flat kernel's guards, a device function that is not inlined). Numba's
-atomics check their index whatever the flag (``atomics.element_pointer``).
+Numba's own check (``njit(boundscheck=True)``) then adds nothing but its cost. Measured with
+``benchmarks/bench_kernels.py --boundscheck`` on the 2-core VM (2026-12-04): checked with
+Numba's flag as well, the suite ran 1.38x its unchecked time (geometric mean; the 9-point
+stencil 4.50x, the tiled matmul 3.29x); without it, 1.19x. So ``relax`` reads the finished
+module and compiles each function without Numba's flag when every array access in it is
+checked here (or is the translator's own: ``_internal``); a function with any other subscript
+keeps Numba's flag, which still guards what the rewrite leaves (an index with ``None``, ``...``
+or a starred item, a subscript of a call, the hoisted tests of a flat kernel's guards, a device
+function that is not inlined). Numba's atomics check their index whatever the flag
+(``atomics.element_pointer``).
+
+Loops. A check at each access of an inner loop (``for j in range(16): tmp += sA[ty, j] *
+sB[j, tx]``) keeps LLVM from unrolling and vectorizing it: the tiled matmul ran 2.6-3x its
+unchecked time. An innermost ``range`` loop whose indices are affine in its variable is checked
+once, at the range's ends, before it runs (``_Loop``); with that the suite runs at 1.05-1.10x
+(wall time; 1.02-1.06x in CPU time), no kernel above 1.3x.
 
 The rewrite runs on the finished shape (``codegen`` calls ``add_checks`` after ``flatten`` or
 ``fission`` has planned the loops), so no analysis sees the calls: the plan and every
@@ -56,12 +66,10 @@ from numba_cube.backends.cpu.hidden import NONNEG
 from numba_cube.backends.cpu.looporder import GLOBAL_INNER
 from numba_cube.backends.cpu.plan import Ctrl, MaskedIf, MaskedWhile, Region, Uniform
 
-__all__ = ["CHECKER", "CHECKED_AT", "SITES", "add_checks", "import_line", "sites_line", "relax"]
+__all__ = ["CHECKER", "SITES", "add_checks", "import_line", "sites_line", "relax"]
 
 #: the name of ``checked_index`` in generated modules
 CHECKER = "__checked"
-#: the name of ``checked_at`` in generated modules
-CHECKED_AT = "__checked_at"
 #: the names of the helpers of checks hoisted out of loops (``_Loop``)
 PRECHECKED, IN_BOUNDS, RANGE_ENDS, SMALL = ("__prechecked", "__in_bounds", "__range_ends",
                                             "__small_coefficient")
@@ -76,7 +84,7 @@ def import_line() -> str:
     kernels only."""
     digest = hashlib.sha256(_RUNTIME.read_bytes()).hexdigest()[:16]
     return (f"from numba_cube.backends.cpu.bounds_runtime import checked_index as {CHECKER}, "
-            f"checked_at as {CHECKED_AT}, prechecked as {PRECHECKED}, in_bounds as {IN_BOUNDS}, "
+            f"prechecked as {PRECHECKED}, in_bounds as {IN_BOUNDS}, "
             f"range_ends as {RANGE_ENDS}, small as {SMALL}  # bounds_runtime {digest}")
 
 
@@ -111,8 +119,10 @@ def _plan_items(items: list, in_units: "_Checks", per_cube: "_Checks") -> None:
         if isinstance(item, Region):
             item.code[:] = in_units.statements(item.code)
         elif isinstance(item, Uniform):
-            # one statement stays one (a hoisted loop check only rewrites ``for`` statements)
-            item.stmt = per_cube.visit(item.stmt)
+            stmts = per_cube.statements([item.stmt])
+            # one statement stays one: checks in front of it go into an ``if True:`` with it
+            item.stmt = stmts[0] if len(stmts) == 1 else ast.fix_missing_locations(
+                ast.copy_location(ast.If(ast.Constant(True), stmts, []), item.stmt))
         elif isinstance(item, (Ctrl, MaskedIf)):
             if isinstance(item, Ctrl):      # a cube-level test or iterable, printed as it is
                 node = item.node
@@ -135,6 +145,11 @@ class _Checks(ast.NodeTransformer):
         self.cube = _tuple(cube)
         self.unit = _tuple(unit)
         self.loop: _Loop | None = None      # the loop whose checked copy is being rewritten
+        #: checks of literal indices to put in front of the statement being rewritten (None
+        #: outside a statement: a cube-level test), and whether the expression being rewritten
+        #: is one that statement may not evaluate
+        self.pending: list | None = None
+        self.conditional = 0
 
     def statements(self, stmts: list) -> list:
         out = []
@@ -142,6 +157,51 @@ class _Checks(ast.NodeTransformer):
             new = self.visit(s)
             out.extend(new if isinstance(new, list) else [new])
         return out
+
+    def visit(self, node):
+        if not isinstance(node, ast.stmt):
+            return super().visit(node)
+        saved, self.pending = self.pending, []
+        try:
+            new = super().visit(node)
+            checks = self.pending
+        finally:
+            self.pending = saved
+        if not checks:
+            return new
+        return [*checks, *(new if isinstance(new, list) else [new])]
+
+    def _conditionally(self, nodes: list) -> list:
+        self.conditional += 1
+        try:
+            return [self.visit(n) for n in nodes]
+        finally:
+            self.conditional -= 1
+
+    def visit_IfExp(self, node):
+        node.test = self.visit(node.test)
+        node.body, node.orelse = self._conditionally([node.body, node.orelse])
+        return node
+
+    def visit_BoolOp(self, node):
+        node.values = [self.visit(node.values[0]), *self._conditionally(node.values[1:])]
+        return node
+
+    def visit_While(self, node):
+        node.test = self._conditionally([node.test])[0]     # evaluated again at each round
+        node.body = self.statements(node.body)
+        node.orelse = self.statements(node.orelse)
+        return node
+
+    def visit_Lambda(self, node):
+        return node
+
+    def visit_NamedExpr(self, node):
+        self.conditional += 1       # may rebind a name a check in front of the statement reads
+        try:
+            return self.generic_visit(node)
+        finally:
+            self.conditional -= 1
 
     def visit_Subscript(self, node):
         label = ast.unparse(node.value)         # the value as written, before its own checks
@@ -153,9 +213,12 @@ class _Checks(ast.NodeTransformer):
         if _safe_unchecked(node) or not _pure(target):
             return node         # nothing to check, or left to Numba's check (relax)
         if _is_literal_index(node.slice):
-            node.value = ast.copy_location(self._check(CHECKED_AT, label, target,
-                                                       copy.deepcopy(node.slice)), target)
-            return ast.fix_missing_locations(node)
+            if self.pending is not None and not self.conditional:
+                check = self._check(CHECKER, label, copy.deepcopy(target),
+                                    copy.deepcopy(node.slice))
+                self.pending.append(ast.fix_missing_locations(
+                    ast.copy_location(ast.Expr(check), node)))
+            return node
         index = _index_value(node.slice)
         if index is None:
             return node
@@ -465,7 +528,7 @@ def _pure(node: ast.expr) -> bool:
     such, and the checkers' calls (no other call)."""
     for n in ast.walk(node):
         if isinstance(n, ast.Call):
-            if not (isinstance(n.func, ast.Name) and n.func.id in (CHECKER, CHECKED_AT)):
+            if not (isinstance(n.func, ast.Name) and n.func.id == CHECKER):
                 return False
         elif not isinstance(n, (ast.Name, ast.Attribute, ast.Constant, ast.Subscript, ast.Tuple,
                                 ast.Slice, ast.UnaryOp, ast.BinOp, ast.expr_context, ast.unaryop,
@@ -474,24 +537,64 @@ def _pure(node: ast.expr) -> bool:
     return True
 
 
-def _checked(node: ast.Subscript) -> bool:
-    """Does the generated code check this subscript (``add_checks``)?"""
-    def call_to(e, name):
-        return isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == name
-    return (call_to(node.slice, CHECKER) or call_to(node.value, CHECKED_AT)
-            or call_to(node.slice, PRECHECKED) or _safe_unchecked(node))
+def _call_to(e: ast.expr, name: str) -> bool:
+    return isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == name
+
+
+def _checked(node: ast.Subscript, ahead: set) -> bool:
+    """Does the generated code check this subscript (``add_checks``)? ``ahead``: the literal
+    subscripts, as ``(value, index)`` texts, that the checks right in front of the statement
+    holding it check."""
+    return (_call_to(node.slice, CHECKER) or _call_to(node.slice, PRECHECKED)
+            or _safe_unchecked(node)
+            or (_is_literal_index(node.slice)
+                and (ast.unparse(node.value), ast.unparse(node.slice)) in ahead))
+
+
+def _own_expressions(stmt: ast.stmt) -> list:
+    """The expressions a statement evaluates itself (a compound statement's header, not its
+    body, whose statements are walked as statements)."""
+    if isinstance(stmt, (ast.If, ast.While)):
+        return [stmt.test]
+    if isinstance(stmt, ast.For):
+        return [stmt.target, stmt.iter]
+    return [c for c in ast.iter_child_nodes(stmt) if isinstance(c, ast.expr)]
+
+
+def _all_checked(stmts: list) -> bool:
+    """Is every subscript in ``stmts`` (and the statements nested in them) checked?"""
+    ahead: set = set()
+    for stmt in stmts:
+        exprs = _own_expressions(stmt)
+        # a walrus may rebind what the checks in front read; a while's test is evaluated again,
+        # and so is a for's target
+        trusted = set() if isinstance(stmt, ast.While) or any(
+            isinstance(n, ast.NamedExpr) for e in exprs for n in ast.walk(e)) else ahead
+        again = [stmt.target] if isinstance(stmt, ast.For) else []
+        if not all(_checked(n, set() if e in again else trusted) for e in exprs
+                   for n in ast.walk(e) if isinstance(n, ast.Subscript)):
+            return False
+        nested = [getattr(stmt, f, None) or [] for f in ("body", "orelse", "finalbody")]
+        nested += [h.body for h in getattr(stmt, "handlers", [])]
+        if not all(_all_checked(body) for body in nested if body and isinstance(body[0], ast.stmt)):
+            return False
+        if isinstance(stmt, ast.Expr) and _call_to(stmt.value, CHECKER) \
+                and _is_literal_index(stmt.value.args[1]):
+            # a literal index's check: it covers that subscript in the next statement
+            ahead = ahead | {(ast.unparse(stmt.value.args[0]), ast.unparse(stmt.value.args[1]))}
+        else:
+            ahead = set()
+    return True
 
 
 def relax(text: str) -> str:
     """The checked module ``text`` with ``boundscheck=False`` in the ``njit`` decorator of each
     function whose every subscript is checked by ``add_checks`` or needs no check
-    (``_checked``); the others keep Numba's own check (module docstring)."""
+    (``_all_checked``); the others keep Numba's own check (module docstring)."""
     tree = ast.parse(text)
     lines = text.split("\n")
     for fn in tree.body:
-        if not isinstance(fn, ast.FunctionDef):
-            continue
-        if not all(_checked(n) for n in ast.walk(fn) if isinstance(n, ast.Subscript)):
+        if not isinstance(fn, ast.FunctionDef) or not _all_checked(fn.body):
             continue
         for dec in fn.decorator_list:
             if not (isinstance(dec, ast.Call) and any(

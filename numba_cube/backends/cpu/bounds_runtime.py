@@ -1,49 +1,61 @@
 """The run-time half of the CPU backend's bounds checks: ``checked_index``, which generated
 kernel modules import when they are compiled with ``boundscheck=True`` (``bounds.py`` rewrites
-their subscripts to call it), and ``described``, which turns what it raises into the message.
+their subscripts to call it), and ``described``, which turns what it raises into the message;
+then the helpers of checks hoisted out of loops (``prechecked``, ``in_bounds``, ``range_ends``,
+``small``: ``bounds._Loop``).
 
 ``checked_index(array, index, site, cube, unit)`` returns ``index`` unchanged once every integer
 component of it lies inside its axis (``-size <= i < size``: Numba wraps a negative index around,
 as numba-cuda does). Otherwise it raises ``IndexError(MARK, site, axis, size, cube, unit,
-components)``: integers only, and every overload inlined (``inline="always"``), because a
-message built as a string inside the kernel costs every access, not only the failing one
-(``benchmarks/bench_cpu.py --boundscheck``: that made the checked axpy 35x and the tiled matmul
-about 350x their unchecked times; with integer arguments the axpy is back at Numba's own check). ``site`` numbers the subscript in the generated module's ``__bounds_sites`` table
-(the array's name); ``cube`` and ``unit`` are the block and thread index, ``(x, y, z)``. The
-backend's launch (``server.py``) hands that to ``described``, which makes it::
+components)``: integers only, because a message built as a string inside the kernel costs every
+access, not only the failing one (``benchmarks/bench_cpu.py --boundscheck``: that made the
+checked axpy 35x and the tiled matmul about 350x their unchecked times). ``site`` numbers the
+subscript in the generated module's ``__bounds_sites`` table (the array's text); ``cube`` and
+``unit`` are the block and thread index, ``(x, y, z)``. The backend's launch (``server.py``)
+hands that to ``described``, which makes it::
 
     kernel k: a[12] out of bounds for axis 0 with size 10 (cube (1, 0, 0), unit (2, 0, 0))
 
-It is an overload: what it checks is decided from the types when the kernel compiles. A
-component that is a slice takes up its axis and is shown as ``:``; an index of one to four
-integers and slices of an array is checked here. Any other index of an array (``None``,
-``...``, more components, an integer array) goes through ``_probe``, a function compiled with
-Numba's own ``boundscheck=True``, which raises Numba's plain ``IndexError`` for it: the
-functions that call the checker are compiled without Numba's flag (``bounds.relax``), so every
-array index they use must be checked here, one way or the other. What is not an array (a tuple,
-a record) is returned untouched: Numba checks a tuple's run-time index whatever its flag, and a
-record takes only literal fields.
+It is an overload, inlined by Numba where it is called (``inline="always"``): called as a
+function, the array argument was reference-counted at each access (the checked axpy 13x
+slower), and an intrinsic emitting the same tests kept LLVM from folding them in the 9-point
+stencil (3.7x instead of 1.1x). What it checks is decided from the types when the kernel
+compiles: an index of integers and slices, one per axis at most, by one function written out
+for that pattern (``_check_for``; a slice takes up its axis, is never out of bounds, and is
+shown as ``:``). Any other index of an array (an integer array, ``None``, ...) goes through
+``_probe``, compiled with Numba's own ``boundscheck=True``, which raises Numba's plain
+``IndexError``: the functions that call the checker are compiled without Numba's flag
+(``bounds.relax``), so every array index they use must be checked here, one way or the other.
+What is not an array (a tuple, a record) is returned untouched: Numba checks a tuple's run-time
+index whatever its flag, and a record takes only literal fields.
 
-``checked_at(container, index, site, cube, unit)`` checks the same and returns ``container``:
-it is how a literal index is checked (``out[0]`` becomes ``__checked_at(out, 0, ...)[0]``), the
-literal staying in the subscript, where Numba needs it to type ``t[0]`` of a tuple.
+A literal index is checked by a statement of its own, ``__checked(out, 0, ...)``, before the
+statement that uses it (``bounds.py``): the literal stays in the subscript, where Numba needs it
+to type ``t[0]`` of a tuple. (A function returning the checked array instead, ``f(t, 0)[0][i] =
+v``, lost the store: Numba's dead-code pass did not see that the array it returned was ``t``'s.)
 """
 
 from __future__ import annotations
 
-import numpy as np
+from llvmlite import ir
 from numba import njit
-from numba.core import types
-from numba.extending import overload, register_jitable
+from numba.core import cgutils, types
+from numba.extending import intrinsic, overload
 
-__all__ = ["checked_index", "checked_at", "described", "MARK", "prechecked", "in_bounds", "range_ends",
-           "small"]
+__all__ = ["checked_index", "described", "MARK", "prechecked", "in_bounds", "range_ends", "small"]
 
 #: The first argument of the raw ``IndexError`` of a failed check.
 MARK = "numba_cube.bounds"
 #: What a slice component is reported as in the raw exception (no index can be this value).
 _SLICE = -(1 << 63)
-_MOST_COMPONENTS = 4
+
+
+@njit(boundscheck=True)
+def _probe(array, index):
+    """``array[index]`` under Numba's own bounds check: its plain ``IndexError`` for an index
+    form ``checked_index`` does not take apart (the result is returned so that the access
+    stays)."""
+    return array[index]
 
 
 def checked_index(array, index, site, cube, unit):
@@ -51,135 +63,57 @@ def checked_index(array, index, site, cube, unit):
     raise NotImplementedError("checked_index runs inside generated kernels only")
 
 
-def _check_axis(array, value, axis, index, site, cube, unit):
-    """Raise the raw ``IndexError`` if ``value`` (a component of ``index``) is outside axis
-    ``axis``; a slice component checks nothing."""
-    raise NotImplementedError("nopython only")
-
-
-def _as_int(component):
-    raise NotImplementedError("nopython only")
-
-
-def _components(index):
-    """The index's components as integers (a slice as ``_SLICE``), for the exception."""
-    raise NotImplementedError("nopython only")
-
-
-@overload(_as_int, inline="always")
-def _as_int_impl(component):
-    if isinstance(component, types.Integer):
-        return lambda component: component
-    return lambda component: _SLICE
-
-
-@overload(_components, inline="always")
-def _components_impl(index):
-    if not isinstance(index, types.BaseTuple):
-        return lambda index: (_as_int(index),)
-    return {1: lambda index: (_as_int(index[0]),),
-            2: lambda index: (_as_int(index[0]), _as_int(index[1])),
-            3: lambda index: (_as_int(index[0]), _as_int(index[1]), _as_int(index[2])),
-            4: lambda index: (_as_int(index[0]), _as_int(index[1]), _as_int(index[2]),
-                              _as_int(index[3]))}[len(index)]
-
-
-@overload(_check_axis, inline="always")
-def _check_axis_impl(array, value, axis, index, site, cube, unit):
-    if not isinstance(value, types.Integer):
-        return lambda array, value, axis, index, site, cube, unit: None
-
-    def check(array, value, axis, index, site, cube, unit):
-        size = array.shape[axis]
-        if value >= size or value < -size:
-            raise IndexError(MARK, site, axis, size, cube, unit, _components(index))
-    return check
-
-
 def _unchanged(array, index, site, cube, unit):
     return index
 
 
-@njit(boundscheck=True)
-def _probe(array, index):
-    """``array[index]`` under Numba's own bounds check: its plain ``IndexError`` for an index
-    form the checks below do not take apart (the result is returned so that the access stays)."""
-    return array[index]
-
-
-def _probed(array, index, site, cube, unit):
+def _probing(array, index, site, cube, unit):
     _probe(array, index)
     return index
+
+
+_CHECKS: dict = {}
+
+
+def _check_for(pattern: tuple):
+    """The check of an index whose components are ``pattern`` (``"i"`` an integer, ``":"`` a
+    slice; ``()`` for a bare integer): written out as one function, with no call in it, so
+    that Numba inlines one function per subscript (nested inlined helpers, one per component,
+    made a checked kernel take up to 9x as long to compile as an unchecked one)."""
+    found = _CHECKS.get(pattern)
+    if found is not None:
+        return found
+    bare = not pattern
+    comps = ["index"] if bare else [f"index[{k}]" for k in range(len(pattern))]
+    kinds = "i" if bare else pattern
+    shown = ", ".join(c if kind == "i" else str(_SLICE) for c, kind in zip(comps, kinds))
+    lines = ["def check(array, index, site, cube, unit):"]
+    for axis, (c, kind) in enumerate(zip(comps, kinds)):
+        if kind != "i":
+            continue            # a slice is clipped to its axis: nothing to check
+        lines += [f"    n = array.shape[{axis}]",
+                  f"    if {c} >= n or {c} < -n:",
+                  f"        raise IndexError(MARK, site, {axis}, n, cube, unit, ({shown},))"]
+    lines.append("    return index")
+    namespace = {"MARK": MARK}
+    exec("\n".join(lines), namespace)
+    found = _CHECKS[pattern] = namespace["check"]
+    return found
 
 
 @overload(checked_index, inline="always")
 def _checked_index(array, index, site, cube, unit):
     if not isinstance(array, types.Buffer):
         return _unchanged       # a tuple (Numba checks it anyway), a record, a scalar
-    if not isinstance(array, types.Array) or array.ndim == 0:
-        return _probed
-    if isinstance(index, types.Integer):
-        def check_one(array, index, site, cube, unit):
-            _check_axis(array, index, 0, index, site, cube, unit)
-            return index
-        return check_one
-    if not isinstance(index, types.BaseTuple) or not 1 <= len(index) <= min(array.ndim,
-                                                                             _MOST_COMPONENTS):
-        return _probed
-    components = list(index.types)
-    if not all(isinstance(c, (types.Integer, types.SliceType)) for c in components):
-        return _probed
+    components = list(index.types) if isinstance(index, types.BaseTuple) else [index]
+    if (not isinstance(array, types.Array) or not 1 <= len(components) <= array.ndim
+            or not all(isinstance(c, (types.Integer, types.SliceType)) for c in components)):
+        return _probing
     if not any(isinstance(c, types.Integer) for c in components):
         return _unchanged       # slices only: a slice is clipped to its axis, never outside it
-
-    return _CHECK_EACH[len(index)]
-
-
-def checked_at(container, index, site, cube, unit):
-    """``container``, after checking ``index`` against it (nopython only; module docstring)."""
-    raise NotImplementedError("checked_at runs inside generated kernels only")
-
-
-@overload(checked_at, inline="always")
-def _checked_at(container, index, site, cube, unit):
-    if not isinstance(container, types.Buffer):
-        return lambda container, index, site, cube, unit: container
-
-    def check(container, index, site, cube, unit):
-        checked_index(container, index, site, cube, unit)
-        return container
-    return check
-
-
-# Written out per arity, like ``_components``: a tuple of mixed types is taken apart only with
-# literal indices (and Numba does not inline a function that uses ``literal_unroll``).
-def _check_1(array, index, site, cube, unit):
-    _check_axis(array, index[0], 0, index, site, cube, unit)
-    return index
-
-
-def _check_2(array, index, site, cube, unit):
-    _check_axis(array, index[0], 0, index, site, cube, unit)
-    _check_axis(array, index[1], 1, index, site, cube, unit)
-    return index
-
-
-def _check_3(array, index, site, cube, unit):
-    _check_axis(array, index[0], 0, index, site, cube, unit)
-    _check_axis(array, index[1], 1, index, site, cube, unit)
-    _check_axis(array, index[2], 2, index, site, cube, unit)
-    return index
-
-
-def _check_4(array, index, site, cube, unit):
-    _check_axis(array, index[0], 0, index, site, cube, unit)
-    _check_axis(array, index[1], 1, index, site, cube, unit)
-    _check_axis(array, index[2], 2, index, site, cube, unit)
-    _check_axis(array, index[3], 3, index, site, cube, unit)
-    return index
-
-
-_CHECK_EACH = {1: _check_1, 2: _check_2, 3: _check_3, 4: _check_4}
+    if not isinstance(index, types.BaseTuple):
+        return _check_for(())
+    return _check_for(tuple("i" if isinstance(c, types.Integer) else ":" for c in components))
 
 
 def described(exc: BaseException, kernel_name: str, sites: tuple) -> BaseException:
@@ -204,99 +138,98 @@ _MOST_END = 1 << 40
 _MOST_COEFFICIENT = 1 << 20
 
 
-def prechecked(index):
+# Intrinsics: their code is emitted where they are called, with nothing for Numba to type and
+# inline per call. (With these and the checks all inlined overloads, a check per component, the
+# tiled matmul's module took 28 s to compile, against 2.5 s unchecked.)
+
+@intrinsic
+def prechecked(typingctx, index):
     """``index``: the mark of a subscript whose every index in its loop was checked before the
-    loop ran (nopython only)."""
-    raise NotImplementedError("nopython only")
+    loop ran."""
+    return index(index), lambda context, builder, sig, args: args[0]
 
 
-@overload(prechecked, inline="always")
-def _prechecked(index):
-    return lambda index: index
-
-
-def in_bounds(array, index):
-    """Whether ``index`` lies inside ``array`` (as ``checked_index`` decides it), without raising;
-    False for an index form it does not take apart (nopython only)."""
-    raise NotImplementedError("nopython only")
-
-
-@overload(in_bounds, inline="always")
-def _in_bounds(array, index):
-    if not isinstance(array, types.Buffer):
-        return lambda array, index: True        # not an array: nothing a wild index reaches
+@intrinsic
+def in_bounds(typingctx, array, index):
+    """Whether ``index`` lies inside ``array`` as ``checked_index`` decides it, without raising:
+    True for what is not an array (nothing a wild index reaches), False for an index form it does
+    not take apart (an array index, more components than axes, ...)."""
     components = list(index.types) if isinstance(index, types.BaseTuple) else [index]
+    sig = types.boolean(array, index)
+    if not isinstance(array, types.Buffer):
+        return sig, lambda context, builder, sig, args: cgutils.true_bit
     if (not isinstance(array, types.Array) or not 1 <= len(components) <= array.ndim
-            or not all(isinstance(c, types.Integer) for c in components)
-            or len(components) > _MOST_COMPONENTS):
-        return lambda array, index: False
-    if not isinstance(index, types.BaseTuple):
-        return lambda array, index: _inside(index, array.shape[0])
-    return _INSIDE_EACH[len(components)]
+            or not all(isinstance(c, types.Integer) for c in components)):
+        return sig, lambda context, builder, sig, args: cgutils.false_bit
+
+    def codegen(context, builder, sig, args):
+        arrayty, indexty = sig.args
+        ary = context.make_array(arrayty)(context, builder, args[0])
+        shapes = cgutils.unpack_tuple(builder, ary.shape, arrayty.ndim)
+        values = (cgutils.unpack_tuple(builder, args[1], len(components))
+                  if isinstance(indexty, types.BaseTuple) else [args[1]])
+        inside = cgutils.true_bit
+        for value, ty, size in zip(values, components, shapes):
+            if ty.signed:
+                i = context.cast(builder, value, ty, types.intp)
+                ok = builder.and_(builder.icmp_signed("<", i, size),
+                                  builder.icmp_signed(">=", i, builder.neg(size)))
+            else:
+                ok = builder.icmp_unsigned("<", context.cast(builder, value, ty, types.uintp),
+                                           size)
+            inside = builder.and_(inside, ok)
+        return inside
+    return sig, codegen
 
 
-# Branch-free (``&``, no chained comparison): these run once per loop entry, often once per unit
-# in a unit loop, where branches cost more than the compares (and Numba's inlining of ``and``
-# chains leaves variables it warns about).
-@register_jitable(inline="always")
-def _inside(value, size):
-    return (value >= -size) & (value < size)
-
-
-def _inside_1(array, index):
-    return _inside(index[0], array.shape[0])
-
-
-def _inside_2(array, index):
-    return _inside(index[0], array.shape[0]) & _inside(index[1], array.shape[1])
-
-
-def _inside_3(array, index):
-    return (_inside(index[0], array.shape[0]) & _inside(index[1], array.shape[1])
-            & _inside(index[2], array.shape[2]))
-
-
-def _inside_4(array, index):
-    return (_inside(index[0], array.shape[0]) & _inside(index[1], array.shape[1])
-            & _inside(index[2], array.shape[2]) & _inside(index[3], array.shape[3]))
-
-
-_INSIDE_EACH = {1: _inside_1, 2: _inside_2, 3: _inside_3, 4: _inside_4}
-
-
-def range_ends(start, stop, step):
+@intrinsic
+def range_ends(typingctx, start, stop, step):
     """``(ok, first, last)`` of ``range(start, stop, step)`` as int64: ``ok`` when the range is
-    not empty, its arguments are signed integers and its ends are within ``_MOST_END`` of 0
-    (nopython only)."""
-    raise NotImplementedError("nopython only")
-
-
-@overload(range_ends, inline="always")
-def _range_ends(start, stop, step):
+    not empty, its arguments are signed integers and its ends (and step) are within
+    ``_MOST_END`` of 0."""
+    result = types.Tuple((types.boolean, types.int64, types.int64))
+    sig = result(start, stop, step)
     if not all(isinstance(t, types.Integer) and t.signed for t in (start, stop, step)):
-        return lambda start, stop, step: (False, 0, 0)
+        def never(context, builder, sig, args):
+            zero = context.get_constant(types.int64, 0)
+            return context.make_tuple(builder, result, [cgutils.false_bit, zero, zero])
+        return sig, never
 
-    def ends(start, stop, step):
-        a, b, s = np.int64(start), np.int64(stop), np.int64(step)
-        if not (-_MOST_END <= a <= _MOST_END and -_MOST_END <= b <= _MOST_END
-                and -_MOST_END <= s):       # -s of the most negative step would overflow
-            return False, a, a
-        if s > 0 and a < b:
-            return True, a, a + (b - a - 1) // s * s
-        if s < 0 and a > b:
-            return True, a, a - (a - b - 1) // (-s) * (-s)
-        return False, a, a      # empty (or step 0, which the loop's range() raises for)
-    return ends
+    def codegen(context, builder, sig, args):
+        a, b, s = (context.cast(builder, v, t, types.int64) for v, t in zip(args, sig.args))
+        one, lim = (context.get_constant(types.int64, c) for c in (1, _MOST_END))
+        zero = context.get_constant(types.int64, 0)
+
+        def near(v):
+            return builder.and_(builder.icmp_signed("<=", v, lim),
+                                builder.icmp_signed(">=", v, builder.neg(lim)))
+        up, down = builder.icmp_signed(">", s, zero), builder.icmp_signed("<", s, zero)
+        # the last item: a + (b - a - 1) // s * s going up, a - (a - b - 1) // -s * -s going
+        # down; both divisions of non-negative numbers when the range is not empty (the
+        # divisor is 1 where neither applies, so no division by zero is ever executed)
+        divisor = builder.select(up, s, builder.select(down, builder.neg(s), one))
+        span = builder.select(up, builder.sub(builder.sub(b, a), one),
+                              builder.sub(builder.sub(a, b), one))
+        steps = builder.mul(builder.sdiv(span, divisor), divisor)
+        last = builder.select(up, builder.add(a, steps), builder.sub(a, steps))
+        nonempty = builder.or_(builder.and_(up, builder.icmp_signed("<", a, b)),
+                               builder.and_(down, builder.icmp_signed(">", a, b)))
+        ok = builder.and_(builder.and_(near(a), near(b)),
+                          builder.and_(near(s), nonempty))
+        return context.make_tuple(builder, result, [ok, a, last])
+    return sig, codegen
 
 
-def small(coefficient):
-    """Whether an index's coefficient of a loop variable is at most ``_MOST_COEFFICIENT``
-    (nopython only)."""
-    raise NotImplementedError("nopython only")
-
-
-@overload(small, inline="always")
-def _small(coefficient):
+@intrinsic
+def small(typingctx, coefficient):
+    """Whether an index's coefficient of a loop variable is at most ``_MOST_COEFFICIENT``."""
+    sig = types.boolean(coefficient)
     if not (isinstance(coefficient, types.Integer) and coefficient.signed):
-        return lambda coefficient: False
-    return lambda coefficient: (coefficient >= -_MOST_COEFFICIENT) & (coefficient <= _MOST_COEFFICIENT)
+        return sig, lambda context, builder, sig, args: cgutils.false_bit
+
+    def codegen(context, builder, sig, args):
+        c = context.cast(builder, args[0], sig.args[0], types.int64)
+        lim = context.get_constant(types.int64, _MOST_COEFFICIENT)
+        return builder.and_(builder.icmp_signed("<=", c, lim),
+                            builder.icmp_signed(">=", c, builder.neg(lim)))
+    return sig, codegen

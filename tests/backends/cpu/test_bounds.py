@@ -385,24 +385,56 @@ def through_device(a, out, shift):
 def five_axes(a, out, k):
     i = cuda.grid(1)
     if i < out.size:
-        out[i] = a[0, 0, 0, 0, k if i == 1 else 0]
+        out[i] = a[0, 0, 0, i, k if i == 1 else 0]
 
 
-def test_views_device_functions_and_many_axes_are_checked(checked):
+@cube.kernel
+def gather(a, picks, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a[picks][i]
+
+
+def test_views_device_functions_many_axes_and_array_indices_are_checked(checked):
     """Not only parameters and shared arrays: a row view (``row = a[i]; row[j]``) is checked
-    and named; a device function that is not inlined keeps Numba's own check (its plain
-    IndexError); an index of five components (more than the named check takes apart) goes
-    through Numba's own check too. Each is an IndexError, as the simulator's."""
+    and named, and so is an index of five components; a device function that is not inlined
+    keeps Numba's own check (its plain IndexError), and so does an index that is an array
+    (``a[picks]``, one pick out of bounds). Each is an IndexError, as the simulator's."""
     root = _failure(checked, row_of, 1, 4, np.arange(20.0).reshape(4, 5), np.zeros(4), 5)
     assert str(root) == ("kernel row_of: row[5] out of bounds for axis 0 with size 5 "
                          "(cube (0, 0, 0), unit (1, 0, 0))")
+    root = _failure(checked, five_axes, 1, 2, np.zeros((1, 1, 1, 2, 3)), np.zeros(2), 3)
+    assert str(root) == ("kernel five_axes: a[0, 0, 0, 1, 3] out of bounds for axis 4 with "
+                         "size 3 (cube (0, 0, 0), unit (1, 0, 0))")
     source = translate_source(through_device.py_func, boundscheck=True)
     device = source.split("def _read_at__dev")[0].splitlines()[-1]
     assert "boundscheck=True" in device          # Numba's own check guards it
     root = _failure(checked, through_device, 1, 8, np.arange(8.0), np.zeros(8), 1)
     assert type(root) is IndexError
-    root = _failure(checked, five_axes, 1, 2, np.zeros((1, 1, 1, 1, 3)), np.zeros(2), 3)
+    root = _failure(checked, gather, 1, 4, np.arange(4.0), np.array([0, 1, 4, 2]), np.zeros(4))
     assert type(root) is IndexError
+
+
+@cube.kernel
+def literal_in_a_branch(a, out, flag):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a[3] if flag else 0.0
+
+
+def test_what_the_rewrite_leaves_keeps_numbas_own_check(checked):
+    """A literal index in a branch of a conditional expression is not checked in front of its
+    statement (the branch may not run): the function holding it keeps Numba's own check, so
+    reading a[3] of a 2-element array is still an IndexError, and not taking the branch is
+    no error at all."""
+    source = translate_source(literal_in_a_branch.py_func, boundscheck=True)
+    chunk = source.split("def literal_in_a_branch__chunk")[0].splitlines()[-1]
+    assert "boundscheck=True" in chunk
+    root = _failure(checked, literal_in_a_branch, 1, 2, np.arange(2.0), np.zeros(2), 1)
+    assert type(root) is IndexError
+    out = checked.empty(2)
+    checked.launch(literal_in_a_branch, 1, 2, checked.create(np.arange(2.0)), out, 0)
+    np.testing.assert_array_equal(checked.read(out), np.zeros(2))
 
 
 def test_functions_whose_every_access_is_checked_drop_numbas_own_check():
