@@ -349,7 +349,8 @@ class _Loop:
         inside = " & ".join(dict.fromkeys(f"{IN_BOUNDS}({s.value.id}, {at(s, v)})"
                                           for s in self.covered))
         raising = "\n".join(
-            f"        {ast.unparse(checks._check(CHECKER, s.value.id, s.value, _parse_expr(at(s, where))))}"
+            "        " + ast.unparse(checks._check(CHECKER, s.value.id, s.value,
+                                                   _parse_expr(at(s, where))))
             for s in self.covered)
         pre.append(_parse(
             f"if not {ok}:\n"

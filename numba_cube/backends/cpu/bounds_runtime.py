@@ -37,7 +37,6 @@ v``, lost the store: Numba's dead-code pass did not see that the array it return
 
 from __future__ import annotations
 
-from llvmlite import ir
 from numba import njit
 from numba.core import cgutils, types
 from numba.extending import intrinsic, overload

@@ -110,8 +110,9 @@ def cpu_flags(kernel, client_options) -> tuple[bool, bool | tuple[str, ...], str
     fast-math flags; ``True`` or a set of flag names, as ``njit`` takes them) and ``boundscheck``
     what it means to ``njit`` (an out-of-bounds index raises ``IndexError``), but on unless a
     client or kernel option, ``NUMBA_CUBE_BOUNDSCHECK`` or ``NUMBA_BOUNDSCHECK`` says False:
-    numba-cuda's ``cuda.jit(boundscheck=False)`` is such a False. ``debug``: numba-cuda reports a kernel's exceptions only with
-    ``debug=True`` (the CPU backend always reports them), and compiles a debug kernel with
+    numba-cuda's ``cuda.jit(boundscheck=False)`` is such a False. ``debug``: numba-cuda
+    reports a kernel's exceptions only with ``debug=True`` (the CPU backend always reports
+    them), and compiles a debug kernel with
     Python's error model, where a division by zero raises ``ZeroDivisionError`` instead of giving
     ``inf``/``nan``/0 as NumPy's model does: the same switch here (``error_model``).
     ``opt``, ``lineinfo``, ``max_registers``, ``launch_bounds``, ``lto``, ``inline``,

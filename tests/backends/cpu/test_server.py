@@ -136,7 +136,8 @@ def test_client_options_win_over_kernel_options():
     assert cpu_flags(k, {}) == (True, True, "python")
     assert cpu_flags(k, {"boundscheck": False, "fastmath": False}) == (False, False, "python")
     assert cpu_flags(cube.kernel(_axpy), {"fastmath": True}) == (True, True, "numpy")
-    assert cpu_flags(cube.kernel(_axpy, fastmath={"nsz", "arcp"}), {}) == (True, ("arcp", "nsz"), "numpy")
+    assert cpu_flags(cube.kernel(_axpy, fastmath={"nsz", "arcp"}), {}) == (True, ("arcp", "nsz"),
+                                                                           "numpy")
     assert cpu_flags(cube.kernel(_axpy, debug=True), {}) == (True, False, "python")
     with pytest.raises(CompileError, match="link"):
         cpu_flags(cube.kernel(_axpy, link=["extra.ptx"]), {})
