@@ -450,3 +450,25 @@ def test_functions_whose_every_access_is_checked_drop_numbas_own_check():
     kernel_part = source.split("def _read_at__dev")[1]
     assert all("boundscheck=False" in line for line in kernel_part.splitlines()
                if line.startswith("@__njit"))
+
+
+@cube.kernel
+def sum_into_first(x):
+    i = cuda.grid(1)
+    if i < x[0].size:
+        x[0][i] = x[1][i] + x[2][i]
+
+
+def test_a_tuple_of_arrays_is_written_back_on_the_default_settings():
+    """The case that kept checks off by default once: numba-cuda's ``test_tuple_of_arrays``
+    (``x[0][i] = x[1][i] + x[2][i]``, the arrays inside a tuple argument) launched numba-style on
+    the default (checked) client writes ``x[0]`` back with NumPy's sum; and an element past the
+    end of a tuple member is the same named IndexError as a parameter's."""
+    x = (np.zeros(10), np.arange(10.0), 2 * np.arange(10.0))
+    with cube.client("cpu"):
+        sum_into_first[1, 32](x)
+    np.testing.assert_array_equal(x[0], x[1] + x[2])
+    short = (np.zeros(12), np.arange(10.0), np.arange(12.0))
+    with pytest.raises(IndexError, match=r"\[10\] out of bounds for axis 0 with size 10"):
+        with cube.client("cpu"):
+            sum_into_first[1, 32](short)
