@@ -11,7 +11,7 @@ changes. A bad value warns once and falls back to the default instead of breakin
 | NUMBA_CUBE_MAX_TASKS | queued launches per stream before it executes | 32 |
 | NUMBA_CUBE_STREAM_WORKERS | most worker threads running a host device's streams (CPU backend) | twice the CPUs, at least 4 |
 | NUMBA_CUBE_INLINE_US | a host-backend launch whose kernel last ran at most this many microseconds runs on the issuing thread (``runtime/warm_host.py``); 0 queues every launch to a stream worker | 200 |
-| NUMBA_CUBE_SERIAL_UNITS | below this many units a CPU launch runs the serial twin | 32768 |
+| NUMBA_CUBE_SERIAL_UNITS | set: below this many units a CPU launch runs the serial twin, from there the parallel one (a fixed rule); unset: each kernel's own timed runs choose (``backends/cpu/twin_choice.py``) | unset |
 | NUMBA_CUBE_DEPENDENCY_RULE | ``hazard`` (read/write sets) or ``baseline`` (any shared buffer) | hazard |
 | NUMBA_CUBE_AUTOTUNE_CACHE | 0 turns the on-disk autotune cache off | 1 |
 | NUMBA_CUBE_DISABLE_PLUGIN_AUTOLOAD | 1 skips entry-point plugins | 0 |

@@ -8,9 +8,10 @@ directly, so a launch skips Numba's type dispatch. An array argument is the bind
 with its strides (``HostBackend.strided_array`` for F-ordered, strided and broadcast bindings),
 typed with the layout ``numba.typeof`` would give it (``arg_type``): C, F and A compile apart.
 
-Which twin a launch uses is decided from the static count (``cache_extras``): small grids run the
-serial twin, because a parallel region's fork/join has a floor of its own (8 ms per call with
-libgomp's default wait policy on a 2-core VM).
+Which twin a launch uses is measured (``twin_choice.py``): ``cache_extras`` names the prior's twin,
+compiled with the launch's signature, and the artifact times its runs and switches to the other
+twin (compiled at its first use) where that is faster for the kernel at that launch size.
+``NUMBA_CUBE_SERIAL_UNITS`` in the environment fixes the old rule (serial below that many units).
 
 Compile flags (``cpu_flags``): ``boundscheck`` and ``fastmath``, from the client's options, else
 the kernel's (``cuda.jit``'s options, ``kernel.options``), else the defaults, and the error model
@@ -33,6 +34,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 
 import numba
 import numpy as np
@@ -46,6 +48,7 @@ from ...runtime.geometry import MAX_DYNAMIC_SHARED_BYTES
 from ...runtime.server import DeviceServer
 from ..base import HostBackend
 from . import bounds_runtime, fp16, linemarks
+from .twin_choice import PRIOR_UNITS, TwinChoice, fixed_twin
 
 __all__ = ["CpuBackend", "make_cpu_server", "select_threading_layer", "cpu_flags"]
 
@@ -162,8 +165,10 @@ class CpuBackend(HostBackend):
     def __init__(self):
         self._programs: dict = {}
         self._first_block: dict = {}      # (kernel id, flags) -> the block shape specialized for
-        # Read once: cache_extras runs on every launch.
-        self.serial_units = config.get_int("NUMBA_CUBE_SERIAL_UNITS", 32768, 0)
+        # Read once: cache_extras runs on every launch. Set, it fixes the twin by unit count;
+        # unset, each kernel's runs choose (twin_choice.py), from the same prior.
+        self.fixed_serial_units = (config.get_int("NUMBA_CUBE_SERIAL_UNITS", PRIOR_UNITS, 0)
+                                   if os.environ.get("NUMBA_CUBE_SERIAL_UNITS") else None)
 
     def arg_type(self, value):
         if isinstance(value, np.ndarray):
@@ -179,8 +184,10 @@ class CpuBackend(HostBackend):
         if count.is_dynamic:
             return ("parallel", block)
         units = count.num_elems * dim.num_elems
-        serial = count.num_elems == 1 or units < self.serial_units
-        return ("serial" if serial else "parallel", block)
+        fixed = self.fixed_serial_units
+        # One cube has one twin worth running (the parallel one divides cubes): not measured.
+        return (fixed_twin(units, count.num_elems, PRIOR_UNITS if fixed is None else fixed),
+                block, fixed is None and count.num_elems > 1)
 
     def _program(self, kernel, flags: tuple, block: tuple):
         """The program for launches of ``kernel`` with ``block``: the first block shape a
@@ -214,39 +221,85 @@ class CpuBackend(HostBackend):
                 "simulator (NUMBA_ENABLE_CUDASIM=1 and a CUDA client)",
                 construct="NUMBA_DISABLE_JIT=1")
         prog = self._program(kernel, cpu_flags(kernel, options), extras[1])
-        dispatcher = prog.serial if extras[0] == "serial" else prog.parallel
         # A kernel with dynamic shared memory takes its size after the geometry (dynshared.py)
         sig = (types.int64,) * (7 if prog.dynamic_shared else 6) + tuple(arg_types)
-        try:
-            entry = dispatcher.compile(sig)
-        except CompileError:
-            raise
-        except Exception as exc:
-            # Numba names lines of the generated module; the user's own lines are what to fix.
-            detail, where = linemarks.point_to_user(str(exc), prog.path, prog.source)
-            at = "" if where is None else f" at {where[0]}, line {where[1]}"
-            err = CompileError.wrapping(
-                f"kernel {kernel.name} does not compile for arguments "
-                f"({', '.join(map(str, arg_types))}){at}: {type(exc).__name__}: {detail}", exc)
-            if where is not None:
-                err.filename, err.lineno = where
-            raise err from exc
-        if not callable(entry):
-            entry = dispatcher
-
-        if prog.dynamic_shared:
-            def run(count, dim, args, shared_bytes=0):
-                entry(count[0], count[1], count[2], dim[0], dim[1], dim[2], shared_bytes, *args)
-        else:
-            def run(count, dim, args, shared_bytes=0):
-                # numba-cuda gives a kernel that declares no dynamic shared memory the bytes it
-                # was launched with all the same; nothing can see them, so nothing is allocated.
-                entry(count[0], count[1], count[2], dim[0], dim[1], dim[2], *args)
-
+        twin = extras[0]
+        entries = {twin: _compile_twin(kernel, prog, twin, sig, arg_types)}
+        adaptive = len(extras) > 2 and extras[2]
+        run = _twin_runner(prog.dynamic_shared, entries[twin])
+        if adaptive:
+            run = _measured_runner(kernel, prog, sig, arg_types, entries)
         if prog.bounds_sites:
             run = _describing_bounds(run, prog)
         run.program = prog
         return run
+
+
+def _compile_twin(kernel, prog, twin: str, sig: tuple, arg_types: tuple):
+    """The entry point of ``twin`` (``"serial"`` or ``"parallel"``) for ``sig``."""
+    dispatcher = prog.serial if twin == "serial" else prog.parallel
+    try:
+        entry = dispatcher.compile(sig)
+    except CompileError:
+        raise
+    except Exception as exc:
+        # Numba names lines of the generated module; the user's own lines are what to fix.
+        detail, where = linemarks.point_to_user(str(exc), prog.path, prog.source)
+        at = "" if where is None else f" at {where[0]}, line {where[1]}"
+        err = CompileError.wrapping(
+            f"kernel {kernel.name} does not compile for arguments "
+            f"({', '.join(map(str, arg_types))}){at}: {type(exc).__name__}: {detail}", exc)
+        if where is not None:
+            err.filename, err.lineno = where
+        raise err from exc
+    return entry if callable(entry) else dispatcher
+
+
+def _twin_runner(dynamic_shared: bool, entry):
+    """``run(count, dim, args, shared_bytes)`` calling one compiled twin."""
+    if dynamic_shared:
+        def run(count, dim, args, shared_bytes=0):
+            entry(count[0], count[1], count[2], dim[0], dim[1], dim[2], shared_bytes, *args)
+    else:
+        def run(count, dim, args, shared_bytes=0):
+            # numba-cuda gives a kernel that declares no dynamic shared memory the bytes it
+            # was launched with all the same; nothing can see them, so nothing is allocated.
+            entry(count[0], count[1], count[2], dim[0], dim[1], dim[2], *args)
+    return run
+
+
+def _measured_runner(kernel, prog, sig: tuple, arg_types: tuple, entries: dict):
+    """``run`` choosing its twin per launch from its own timed runs (``twin_choice.py``). The
+    twin not compiled yet is compiled at its first choice; if it does not compile (it should:
+    both twins come from one translation), the compiled one runs from then on."""
+    choice = TwinChoice()
+    runners = {twin: _twin_runner(prog.dynamic_shared, entry) for twin, entry in entries.items()}
+    compile_lock = threading.Lock()
+    perf_counter = time.perf_counter
+
+    def runner_for(twin: str):
+        with compile_lock:
+            if twin not in runners:
+                try:
+                    entry = _compile_twin(kernel, prog, twin, sig, arg_types)
+                except Exception:  # noqa: BLE001 - the compiled twin still runs the kernel
+                    log.debug("twin %s of %s does not compile", twin, kernel.name, exc_info=True)
+                    runners[twin] = next(iter(runners.values()))
+                else:
+                    runners[twin] = _twin_runner(prog.dynamic_shared, entry)
+            return runners[twin]
+
+    def run(count, dim, args, shared_bytes=0):
+        cubes = count[0] * count[1] * count[2]
+        units = cubes * dim[0] * dim[1] * dim[2]
+        twin = choice.choose(units, cubes)
+        chosen = runners.get(twin) or runner_for(twin)
+        start = perf_counter()
+        chosen(count, dim, args, shared_bytes)
+        choice.record(twin, units, perf_counter() - start)
+
+    run.twin_choice = choice
+    return run
 
 
 def _describing_bounds(run, prog):
