@@ -36,8 +36,10 @@ __all__ = ["TwinChoice", "PRIOR_UNITS", "EXPLORE_SECONDS", "fixed_twin"]
 
 #: the prior's threshold (units), used until a kernel's own runs say otherwise
 PRIOR_UNITS = 32768
-#: a predicted serial run at least this long is worth trying in parallel
-EXPLORE_SECONDS = 50e-6
+#: a predicted serial run at least this long is worth trying in parallel: shorter ones save too
+#: little per launch to repay the parallel twin's compile (0.5-2 s, once per process and signature
+#: unless the disk cache has it)
+EXPLORE_SECONDS = 200e-6
 #: launch sizes remembered per kernel (a sweep over sizes must not grow memory without bound)
 MAX_SIZES = 64
 
