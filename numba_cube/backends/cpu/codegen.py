@@ -79,12 +79,15 @@ class Unit:
     """Translation of one kernel (plus its device functions) into module text."""
 
     def __init__(self, py_func, boundscheck: bool = False, fastmath: bool | tuple = False,
-                 error_model: str = "numpy"):
+                 error_model: str = "numpy", lockstep_parameters: bool = True):
         if error_model not in ("numpy", "python"):
             raise ValueError(f"error_model must be 'numpy' or 'python', not {error_model!r}")
         self.boundscheck = bool(boundscheck)
         self.fastmath = fastmath      # njit's: True, or a tuple of LLVM fast-math flag names
         self.error_model = error_model
+        #: whether array parameters (global memory) take part in lockstep (``lockstep.py``), as
+        #: shared arrays always do; ``translate`` turns it off where it cannot be applied
+        self.lockstep_parameters = lockstep_parameters
         self.env = rs.ModuleEnv()
         # numba-cuda reports where a debug=True kernel raised (raises.py)
         self.env.unit_positions_in_exceptions = error_model == "python"
@@ -164,8 +167,10 @@ class Unit:
         # units that exchange values through memory inside a region run it in lockstep
         writes = {alias: lockstep.written_parameters(low.params, low.body)
                   for alias, _, low in self.devices.values()}
-        lockstep.insert_lockstep_points(
-            kernel.body, {d.name for d in kernel.shared} | set(kernel.params), writes)
+        exchanged = {d.name for d in kernel.shared}
+        if self.lockstep_parameters:
+            exchanged |= set(kernel.params)
+        lockstep.insert_lockstep_points(kernel.body, exchanged, writes)
         # before the shapes see the body: the private copies are parameters of the chunk body
         self.privatized = privatize.privatize(kernel, self.env)
         if self.privatized:

@@ -59,7 +59,16 @@ from numba_cube.backends.cpu.lockstep_index import (GEOMETRY, READ_ONLY, SHAPE_O
 from numba_cube.backends.cpu.lockstep_segments import (Segments, Step, container_of, exclusive,
                                                       load_of, lockstep_point, stored_names)
 
-__all__ = ["insert_lockstep_points", "written_parameters"]
+__all__ = ["insert_lockstep_points", "written_parameters", "refuses_lockstep",
+           "LOCKSTEP_REFUSAL"]
+
+#: the start of the ``construct`` of every refusal of lockstep (``plan.py``)
+LOCKSTEP_REFUSAL = "warp-synchronous memory exchange"
+
+
+def refuses_lockstep(exc) -> bool:
+    """Whether ``exc`` is the plan's refusal of a lockstep it cannot keep."""
+    return str(getattr(exc, "construct", None) or "").startswith(LOCKSTEP_REFUSAL)
 
 #: calls of the generated atomics helpers (``cudacalls._atomic``): commuting read-modify-writes
 _ATOMIC_PREFIXES = ("__atomic_", "__plain_")

@@ -172,9 +172,22 @@ def translate(py_func, boundscheck: bool = False, fastmath: bool | tuple = False
               error_model: str = "numpy") -> Translation:
     """Run the translator on ``py_func``: nothing is written or imported but the translator."""
     from numba_cube.backends.cpu.codegen import Unit
+    from numba_cube.backends.cpu.lockstep import refuses_lockstep
 
     unit = Unit(py_func, boundscheck, fastmath, error_model)
-    return Translation(unit.generate(), unit.kernel_fn.name, unit.shape, unit.dynamic_shared)
+    try:
+        text = unit.generate()
+    except CompileError as exc:
+        if not refuses_lockstep(exc):
+            raise
+        # Lockstep through global memory could not be kept (a unit-dependent loop or exit
+        # around the exchange: stumpy's grid-stride loop writing QT_out[0] from every unit).
+        # Global memory has no lockstep guarantee there on a GPU either (warps of other cubes,
+        # independent thread scheduling within one): units one after another is a schedule a GPU
+        # may run. Shared arrays keep theirs: if they need it here, this raises its refusal.
+        unit = Unit(py_func, boundscheck, fastmath, error_model, lockstep_parameters=False)
+        text = unit.generate()
+    return Translation(text, unit.kernel_fn.name, unit.shape, unit.dynamic_shared)
 
 
 def translate_source(py_func, boundscheck: bool = False, fastmath: bool | tuple = False,
