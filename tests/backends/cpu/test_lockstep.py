@@ -324,6 +324,36 @@ def test_an_exchange_that_cannot_run_in_lockstep_is_refused_with_its_line():
     assert "warp-synchronous" in info.value.construct
 
 
+@cuda.jit
+def grid_stride_broadcast(first, x, out):
+    start = cuda.grid(1)
+    for i in range(start, out.size, cuda.gridsize(1)):   # units run different round counts
+        out[i] = x[i] * 2.0
+        out[0] = first[0]                 # every unit writes one global element, stumpy-style
+        x[i] = out[i] + 1.0               # ... which unit 0 reads back
+
+
+def test_a_global_exchange_in_a_unit_dependent_loop_runs_as_a_gpu_may():
+    """stumpy's ``gpu_stump`` shape: inside a grid-stride loop (units leave it at different
+    rounds, so no lockstep is possible) every unit writes one global element that unit 0 reads
+    back. Global memory has no lockstep guarantee there on a GPU (other cubes' warps,
+    independent thread scheduling): units one after another is a schedule a GPU may run, so the
+    kernel runs rather than being refused, and gives NumPy's answer (shared memory in the same
+    position stays refused: the test above)."""
+    client = cube.client("cpu")
+    n = 1000
+    x0 = np.arange(n, dtype=np.float64)
+    first = np.array([-5.0])
+    want_out = 2.0 * x0
+    want_out[0] = first[0]
+    want_x = want_out + 1.0
+    x = client.create(x0)
+    out = client.empty(n)
+    client.launch(cube.kernel(grid_stride_broadcast), 3, 64, client.create(first), x, out)
+    np.testing.assert_array_equal(client.read(out), want_out)
+    np.testing.assert_array_equal(client.read(x), want_x)
+
+
 # ---- random warp programs against a NumPy lockstep interpreter -----------------------------------
 
 WARP = 32
