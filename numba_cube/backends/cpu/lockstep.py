@@ -47,6 +47,14 @@ lockstep: slower, never a different answer. Device functions that store into a s
 passed to them and read it at another index are inlined (``inline.py``), so their statements
 are seen here. What is left to the user: units of *different* warps have no order on a GPU
 either; a program whose answer depends on it has a race there too, and the CPU picks one order.
+
+Where lockstep cannot be kept (the exchange sits in a loop that units leave at different rounds,
+or under a unit-dependent exit), the plan refuses it (``refuses_lockstep``). For shared arrays
+that refusal stands. For array parameters (global memory) ``translate.translate`` translates the
+kernel again without them: a GPU gives global memory no lockstep there either (the warps of other
+cubes; independent thread scheduling within a warp), and units one after another is a schedule a
+GPU may run. stumpy's ``gpu_stump`` is such a kernel (a grid-stride loop in which every unit
+writes ``QT_out[0]``, which unit 0 reads back).
 """
 
 from __future__ import annotations
