@@ -118,6 +118,10 @@ class InlineChannel:
             return
         try:
             self.call(fn, *args)
+        except KeyboardInterrupt:
+            # The user's Ctrl-C, on the thread that issued the operation: raised at the call.
+            # The operation says what it means for the device (server.op_launch).
+            raise
         except BaseException as exc:  # noqa: BLE001 - same contract as ThreadChannel.submit
             self._keep_fault(fn, exc)
 

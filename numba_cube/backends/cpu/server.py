@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 import time
 
@@ -207,6 +208,12 @@ class CpuBackend(HostBackend):
                                                        kernel_id=kernel.id if kernel.id_is_stable
                                                        else None, block=key[2])
         return prog
+
+    def forget(self, kernel) -> None:
+        """After an interrupted compile: its programs, and their modules (whose Numba dispatchers
+        may hold a half-finished compile), are made afresh by the next launch."""
+        for key in [k for k in self._programs if k[0] == kernel.id]:
+            sys.modules.pop(self._programs.pop(key).module_name, None)
 
     def compile(self, kernel, arg_types, extras, options):
         kernel.check_frozen()
