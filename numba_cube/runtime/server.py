@@ -43,6 +43,7 @@ from .. import config
 from ..backends.base import DeviceMechanism
 from ..errors import DeviceFault
 from .capture import CaptureOps
+from .channel import ForkedChannel
 from .exclusive import ExclusiveGate
 from .handle import Binding
 from .hazards import HazardTracker
@@ -165,6 +166,16 @@ class DeviceServer(MemoryTable, CaptureOps, LaunchRouting):
                           if cause else f"the device thread of {self.device} died")
         err.__cause__ = cause
         return err
+
+    def disown_after_fork(self, parent_pid: int) -> None:
+        """In a child made by ``os.fork()``: this device's threads stayed in the parent, so every
+        later operation raises ``DeviceFault`` (``channel.ForkedChannel``) rather than waiting
+        for them; the warm path, which would run on the old lock, is disarmed."""
+        self.channel = ForkedChannel(self.device, parent_pid)
+        self.fault = self.channel.fault
+        warm = getattr(self.mechanism, "warm", None)
+        if warm is not None:
+            warm.clear()
 
     # -- launch -------------------------------------------------------------------------------------------
     def op_launch(self, req: LaunchRequest, blocking: bool = False):

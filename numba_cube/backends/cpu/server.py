@@ -87,6 +87,13 @@ def select_threading_layer() -> str:
                            "needs one that allows concurrent parallel calls")
 
 
+#: [True] in a process made by ``os.fork()`` from one that imported this module. Numba's
+#: ``omp`` layer kills such a child at its first parallel region ("fork() called from a process
+#: already using GNU OpenMP"), so there every launch runs its kernel's serial twin.
+_forked_child = [False]
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=lambda: _forked_child.__setitem__(0, True))
+
 _ARRAY_TYPES: dict = {}
 
 
@@ -182,6 +189,8 @@ class CpuBackend(HostBackend):
         # The block shape: a kernel's first shape gets a module of its own (_program); a flat
         # kernel's entries for two shapes share one compiled function.
         block = dim.as_tuple()
+        if _forked_child[0]:
+            return ("serial", block)        # see _forked_child
         if count.is_dynamic:
             return ("parallel", block)
         units = count.num_elems * dim.num_elems
