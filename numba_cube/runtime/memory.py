@@ -9,6 +9,13 @@ alignment) below 1 MiB and to whole MiB above, so a loop that creates and frees 
 shape reaches a steady state after its first iteration. Idle memory above ``max_idle_bytes`` is
 given back to the backend instead of kept.
 
+Memory freed while queued work still uses it (a loop that creates a temporary, launches on it and
+drops it, without waiting) is bounded by the same figure: when serving a request would need a
+fresh block while quarantined and idle memory already reach ``max_idle_bytes``, the pool first
+waits for the oldest quarantined blocks' users (``settle``: the server flushes their streams and
+waits), then reuses what they freed. So such a loop holds at most its live buffers plus
+``max_idle_bytes`` and one block, and stops allocating once it gets there.
+
 The pool also serves graph capture. ``hold_idle()`` (``graph_prepare``) keeps every freed block
 idle whatever ``max_idle_bytes`` says, so that the capture window can reuse what the warm-up
 freed; ``release_idle_hold()`` (the server calls it once the window is closed) ends that and gives
@@ -39,11 +46,14 @@ class MemoryPool:
     """Size-class free lists over a backend allocator. Owned by the server's thread."""
 
     def __init__(self, allocate: Callable[[int], object], release: Callable[[object], None] | None = None,
-                 max_idle_bytes: int = 256 * _MIB):
+                 max_idle_bytes: int = 256 * _MIB, settle: Callable[[list], None] | None = None):
+        """``settle(tasks)``: return once every task of ``tasks`` is done (None: never wait)."""
         self._allocate = allocate
         self._release = release or (lambda mem: None)
+        self._settle = settle
         self._free: dict[int, list] = defaultdict(list)
         self._quarantine: list[tuple[int, object, list]] = []
+        self.quarantined_bytes = 0
         self.idle_bytes = 0
         self.live_bytes = 0
         self.peak_bytes = 0  # high-water mark of live + idle + quarantined (what the pool holds)
@@ -58,6 +68,14 @@ class MemoryPool:
         self.sweep()
         cap = size_class(nbytes)
         free = self._free.get(cap)
+        if not free and self._quarantine and self._settle is not None and not self.frozen:
+            # Growing now would leave quarantined + idle memory above the bound: wait for the
+            # oldest quarantined blocks instead (module docstring), then serve from what they free.
+            while not free and self._quarantine \
+                    and self.quarantined_bytes + self.idle_bytes + cap > self.max_idle_bytes:
+                self._settle(self._quarantine[0][2])
+                self.sweep()
+                free = self._free.get(cap)
         if free:
             mem = free.pop()
             self.idle_bytes -= cap
@@ -74,6 +92,7 @@ class MemoryPool:
         """Give ``mem`` back once every task in ``users`` is done."""
         self.live_bytes -= cap
         self._quarantine.append((cap, mem, [t for t in users if not t.done]))
+        self.quarantined_bytes += cap
         self.sweep()
 
     def sweep(self) -> None:
@@ -83,6 +102,7 @@ class MemoryPool:
         still = []
         for cap, mem, users in self._quarantine:
             if all(t.done for t in users):
+                self.quarantined_bytes -= cap
                 if self.idle_bytes + cap > self.max_idle_bytes and not self.holding_idle:
                     self._release(mem)
                     self._held_bytes -= cap

@@ -104,7 +104,7 @@ class DeviceServer(MemoryTable, CaptureOps, LaunchRouting):
         self.handled_interrupt: BaseException | None = None
         self.unrecorded = UnrecordedFailures(device)   # failures no buffer carries (outcomes.py)
         self.streams = mechanism.attach(self)
-        self.pool = MemoryPool(mechanism.allocate, mechanism.release)
+        self.pool = MemoryPool(mechanism.allocate, mechanism.release, settle=self._settle)
         #: the most dynamic shared memory (bytes per cube) a launch may ask for; the client refuses
         #: more before queueing anything. 0: the backend has none.
         self.max_dynamic_shared_bytes = int(mechanism.max_dynamic_shared_bytes)
@@ -166,6 +166,16 @@ class DeviceServer(MemoryTable, CaptureOps, LaunchRouting):
                           if cause else f"the device thread of {self.device} died")
         err.__cause__ = cause
         return err
+
+    def _settle(self, tasks: list) -> None:
+        """Wait until ``tasks`` are done (the pool's ``settle``: memory they use is wanted back).
+        An abandoned task is done too; its fault is the device's, reported by ``sync()``."""
+        self.streams.flush_tasks(tasks)
+        for task in tasks:
+            try:
+                task.wait()
+            except DeviceFault:
+                pass
 
     def disown_after_fork(self, parent_pid: int) -> None:
         """In a child made by ``os.fork()``: this device's threads stayed in the parent, so every
