@@ -167,10 +167,14 @@ class HostStreams:
 
     def _forget_idle(self) -> None:
         """Forget the streams with nothing pending or running (a later task on one of those ids
-        makes a new entry, as after ``flush_all``); a poisoned stream is kept. Looked for again
-        when twice as many are left."""
+        makes a new entry, as after ``flush_all``); a poisoned stream is kept. Work still pending
+        is flushed (it may run at any time), so that a stream its thread left behind is idle,
+        and forgotten, by a later look. Looked for again when twice as many are left."""
+        for sid, st in list(self._streams.items()):
+            if st.pending:
+                self.flush(sid)
         self._streams = {sid: st for sid, st in self._streams.items()
-                         if st.pending or st.scheduled or st.fault is not None
+                         if st.scheduled or st.fault is not None
                          or (st.tail is not None and not st.tail.done)}
         self._forget_idle_at = max(_MIN_FORGET, 2 * len(self._streams))
 
