@@ -113,3 +113,40 @@ def test_failing_launches_leave_nothing_behind(devices):
     assert seen[0] == seen[1] == seen[2], seen
     failures = client.sync_buffers(out)
     assert isinstance(failures[0].root, ValueError)
+
+
+def _ones(out):
+    out[:] = 1.0
+
+
+def test_graph_prepare_keeps_what_a_window_can_use_not_every_temporary(devices):
+    """After ``graph_prepare`` a warm-up that creates, uses and drops a temporary per step (no
+    sync) holds the same pool bytes at every checkpoint, under the idle bound plus one block per
+    size class, not one block per temporary (CONTRACT.md section 6); the capture window then
+    allocates its temporary from what the warm-up kept, and the graph's replays compute what
+    NumPy does."""
+    client = devices.fresh()
+    pool = client.server.pool
+    pool.max_idle_bytes = 2 * BLOCK
+    ones, accumulate = cube.kernel(_ones), cube.kernel(_accumulate)
+    total = client.create(np.zeros(N))
+    client.graph_prepare()
+    seen = []
+    for i in range(1, 151):
+        temp = client.empty(N)
+        client.launch(ones, 1, 1, temp)
+        client.launch(accumulate, 1, 1, total, temp)
+        del temp
+        if i % 50 == 0:
+            seen.append(pool.held_bytes)
+    assert seen[0] == seen[1] == seen[2], seen
+    assert seen[0] <= pool.max_idle_bytes + 3 * BLOCK      # + total + one block per class
+    client.sync()
+    client.start_capture()
+    temp = client.empty(N)                  # served from the pool, or CaptureError here
+    client.launch(ones, 1, 1, temp)
+    client.launch(accumulate, 1, 1, total, temp)
+    graph = client.stop_capture()
+    graph.replay()
+    graph.replay()
+    np.testing.assert_array_equal(client.read(total), np.full(N, 152.0))
