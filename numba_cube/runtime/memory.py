@@ -21,9 +21,9 @@ beyond ``max_idle_bytes``, so that the capture window can reuse what the warm-up
 class, as many as were live at once since the hold began (a window that repeats the warm-up asks
 for no more; a warm-up that frees ever new temporaries keeps one block per class, not each
 temporary's); ``release_idle_hold()`` (the server calls it once the window is closed) ends that
-and gives the idle memory above ``max_idle_bytes`` back. ``frozen`` pools refuse to allocate from the backend
-(a capture window may only reuse what the warm-up left): the server turns that refusal into a
-``CaptureError`` raised by the allocation.
+and gives the idle memory above ``max_idle_bytes`` back. ``frozen`` pools refuse to allocate
+from the backend (a capture window may only reuse what the warm-up left): the server turns that
+refusal into a ``CaptureError`` raised by the allocation.
 """
 
 from __future__ import annotations
@@ -74,10 +74,12 @@ class MemoryPool:
         free = self._free.get(cap)
         if not free and self._quarantine and self._settle is not None and not self.frozen:
             # Growing now would leave quarantined + idle memory above the bound: wait for the
-            # oldest quarantined blocks instead (module docstring), then serve from what they free.
-            while not free and self._quarantine \
-                    and self.quarantined_bytes + self.idle_bytes + cap > self.max_idle_bytes:
-                self._settle(self._quarantine[0][2])
+            # oldest quarantined blocks instead (module docstring), then serve from what they
+            # free. Each at most once: a block whose user was abandoned stays quarantined.
+            for _, _, users in list(self._quarantine):
+                if free or self.quarantined_bytes + self.idle_bytes + cap <= self.max_idle_bytes:
+                    break
+                self._settle(users)
                 self.sweep()
                 free = self._free.get(cap)
         if free:
