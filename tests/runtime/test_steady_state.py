@@ -10,7 +10,9 @@ Python function, so the loops cost microseconds and results are checked against 
 from __future__ import annotations
 
 import gc
+import threading
 import time
+import types
 
 import numpy as np
 
@@ -40,10 +42,22 @@ def _live(kind) -> int:
     return sum(type(o) is kind for o in gc.get_objects())
 
 
-def _numba_cube_objects() -> int:
+_OPAQUE = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.CodeType,
+           types.FrameType, threading.Thread)
+
+
+def _objects_of(server) -> int:
+    """How many objects the device holds: those reachable from its server, not through modules,
+    classes, functions or threads (which lead to the whole process)."""
     gc.collect()
-    return sum(str(type(o).__dict__.get("__module__", "")).startswith("numba_cube")
-               for o in gc.get_objects())
+    seen = {id(server)}
+    todo = [server]
+    while todo:
+        for ref in gc.get_referents(todo.pop()):
+            if id(ref) not in seen and not isinstance(ref, _OPAQUE):
+                seen.add(id(ref))
+                todo.append(ref)
+    return len(seen)
 
 
 def test_temporaries_dropped_without_a_sync_stop_growing_the_pool(devices):
@@ -85,20 +99,22 @@ def test_short_lived_streams_leave_nothing_behind_without_a_sync(devices):
     out = client.empty(4)
     src = client.create(np.arange(4.0))
     seen = []
+    before = _live(Task)        # other devices' tasks (earlier tests) are not this loop's
     for i in range(1, 1501):
         with cube.stream():
             client.launch(fill, 1, 1, out, src)
             client.read(out)        # waits for this stream's work, as a short-lived thread would
         if i % 500 == 0:
-            seen.append((len(client.server.streams.stream_ids()), _live(Task)))
+            seen.append((len(client.server.streams.stream_ids()), _live(Task) - before))
     bound = 3 * 64          # twice the fewest entries before a look (64), and what is running
     assert all(streams <= bound and tasks <= bound for streams, tasks in seen), seen
     np.testing.assert_array_equal(client.read(out), np.arange(4.0))
 
 
 def test_failing_launches_leave_nothing_behind(devices):
-    """A loop of launches that fail (each records its failure on the output): after it, the
-    numba_cube objects alive, the pool bytes and the ledger are the same at every checkpoint,
+    """A loop of launches that fail (each records its failure on the output): the objects the
+    device holds (reachable from its server), the pool bytes and the ledger are the same at
+    every checkpoint (after a ``sync()``),
     and a read raises the launch's own failure."""
     client = devices.fresh()
     failing = cube.kernel(_failing)
@@ -108,7 +124,7 @@ def test_failing_launches_leave_nothing_behind(devices):
         client.launch(failing, 1, 1, out)
         if i % 500 == 0:
             client.sync()
-            seen.append((_numba_cube_objects(), client.server.pool.held_bytes,
+            seen.append((_objects_of(client.server), client.server.pool.held_bytes,
                          len(client.server.ledger.failed_memories)))
     assert seen[0] == seen[1] == seen[2], seen
     failures = client.sync_buffers(out)
