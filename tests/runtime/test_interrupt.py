@@ -111,3 +111,68 @@ def test_ctrl_c_during_the_first_compile_fails_the_launch_and_caches_nothing(tmp
         proc.kill()
     assert proc.returncode == 0, err
     assert out.splitlines()[:2] == ["launch returned", f"read {expected}"], err
+
+
+_CHILD_WAITING = textwrap.dedent('''
+    import sys, threading
+    import numpy as np
+    from numba import cuda
+    from numba.core import event
+    import numba_cube as cube
+
+    @cube.kernel
+    def fill(out, v):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = v * 2.0 + i
+
+    client = cube.client("cpu")
+    out, other = client.empty(3, np.float64), client.create(np.arange(3.0))
+    go_on = threading.Event()
+
+    class Hold(event.Listener):
+        def on_start(self, ev):
+            if threading.current_thread().name == "launcher" and not go_on.is_set():
+                print("compiling", flush=True)
+                go_on.wait()            # the compile holds the device until main was interrupted
+
+        def on_end(self, ev):
+            pass
+
+    event.register("numba:run_pass", Hold())
+    launcher = threading.Thread(target=client.launch, args=(fill, 1, 32, out, 1.5),
+                                name="launcher")
+    launcher.start()
+    sys.stdin.readline()                # the parent's line: the launcher is compiling
+    try:
+        print("reading", flush=True)
+        client.read(other)              # waits for the device, which the compile holds
+        print("read returned", flush=True)
+    except KeyboardInterrupt:
+        print("interrupted at read", flush=True)
+    go_on.set()
+    launcher.join()
+    print("out", client.read(out).tolist(), flush=True)
+    print("other", client.read(other).tolist(), flush=True)
+''')
+
+
+def test_ctrl_c_while_waiting_for_another_threads_compile_interrupts_the_wait_only(tmp_path):
+    """Another thread's first launch compiles, holding the device; the main thread's ``read``
+    waits for it and gets Ctrl-C: ``KeyboardInterrupt`` there, the other thread's launch is not
+    disturbed (its output is NumPy's) and the device answers the next read."""
+    script = tmp_path / "child.py"
+    script.write_text(_CHILD_WAITING)
+    proc = _child(script, tmp_path / "cache", "")
+    try:
+        assert proc.stdout.readline() == "compiling\n"
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline() == "reading\n"
+        os.kill(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=240)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    expected = (1.5 * 2.0 + np.arange(3.0)).tolist()
+    assert out.splitlines() == ["interrupted at read", f"out {expected}", "other [0.0, 1.0, 2.0]"]
