@@ -3,7 +3,8 @@
 A real process, a real SIGINT: the child launches a kernel on the CPU backend with an empty cache
 directory, so the launch compiles; a Numba compiler event listener of the child says so on
 stdout when the chosen compiler pass starts, then blocks on its stdin, and the parent sends
-``SIGINT`` then (no sleeps: the child waits in the compile until the signal comes). Pinned
+``SIGINT`` then closes the child's stdin (no sleeps: the child waits in the compile until then).
+A Ctrl-C during a compile is taken when the compile ends (``runtime/interrupts.py``). Pinned
 (CONTRACT.md section 4.1, README's failure section): ``KeyboardInterrupt`` is raised at the
 launch; a read of the launch's output raises ``LaunchFailure`` whose root is that
 ``KeyboardInterrupt`` (never the buffer's uninitialised bytes); the device stays usable
@@ -44,13 +45,14 @@ _CHILD = textwrap.dedent('''
 
     client = cube.client("cpu")
     out = client.empty(3, np.float64)
-    wanted = sys.argv[1]            # a compiler pass name, or "" for no interrupt
+    wanted = [sys.argv[1]]          # a compiler pass name, or "" for no interrupt
 
     class StopAt(event.Listener):
         def on_start(self, ev):
-            if wanted and ev.data["name"].startswith(wanted):
+            if wanted[0] and ev.data["name"].startswith(wanted[0]):
+                wanted[0] = ""
                 print("compiling", flush=True)
-                sys.stdin.readline()        # here until the parent's SIGINT interrupts it
+                sys.stdin.readline()        # until the parent has sent SIGINT and closed stdin
 
         def on_end(self, ev):
             pass
