@@ -46,6 +46,7 @@ from ...errors import CompileError
 from ...kernel.options import resolve
 from ...runtime.channel import InlineChannel
 from ...runtime.geometry import MAX_DYNAMIC_SHARED_BYTES
+from ...runtime.interrupts import deferred_interrupt
 from ...runtime.server import DeviceServer
 from ..base import HostBackend
 from . import bounds_runtime, fp16, linemarks
@@ -255,7 +256,10 @@ def _compile_twin(kernel, prog, twin: str, sig: tuple, arg_types: tuple):
     """The entry point of ``twin`` (``"serial"`` or ``"parallel"``) for ``sig``."""
     dispatcher = prog.serial if twin == "serial" else prog.parallel
     try:
-        entry = dispatcher.compile(sig)
+        # A twin compiled at its first choice runs inside a launch, maybe on the main thread:
+        # a Ctrl-C there is taken when Numba is done (runtime/interrupts.py says why).
+        with deferred_interrupt():
+            entry = dispatcher.compile(sig)
     except CompileError:
         raise
     except Exception as exc:
