@@ -100,6 +100,11 @@ class HostBackend(abc.ABC):
         ``artifact(count_xyz, dim_xyz, args)`` (and ``shared_bytes`` as a fourth argument, see
         ``max_dynamic_shared_bytes``). Raise ``CompileError`` when it cannot."""
 
+    def forget(self, kernel) -> None:
+        """Drop whatever ``compile`` kept of ``kernel`` (generated modules, compiler state): a
+        compile of it was interrupted (Ctrl-C), and what the interrupted compile left half built
+        must not serve the next one. The default keeps nothing, so forgets nothing."""
+
 
 class DeviceMechanism(abc.ABC):
     """The mechanism of one device, as the policy server (``runtime/server.py``) drives it.

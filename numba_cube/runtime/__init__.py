@@ -14,6 +14,7 @@
 | stream_pool.py | the bounded pool of worker threads that runs host streams |
 | ledger.py | the failure ledger and the execute scope |
 | server.py | the server-side launch steps (cache key, compile, scope) |
+| interrupts.py | Ctrl-C during a compile, taken when the compile ends |
 | outcomes.py | failures no buffer carries: a waiting caller's outcome, unrecorded-failure warnings |
 | exclusive.py | exclusive use of a device by one thread |
 | memory.py | the memory pool and deferred reuse |

@@ -28,7 +28,7 @@ from concurrent.futures import Future
 
 from ..errors import DeviceFault
 
-__all__ = ["ThreadChannel", "InlineChannel"]
+__all__ = ["ThreadChannel", "InlineChannel", "ForkedChannel"]
 
 log = logging.getLogger("numba_cube")
 
@@ -118,6 +118,10 @@ class InlineChannel:
             return
         try:
             self.call(fn, *args)
+        except KeyboardInterrupt:
+            # The user's Ctrl-C, on the thread that issued the operation: raised at the call.
+            # The operation says what it means for the device (server.op_launch).
+            raise
         except BaseException as exc:  # noqa: BLE001 - same contract as ThreadChannel.submit
             self._keep_fault(fn, exc)
 
@@ -183,6 +187,35 @@ class InlineChannel:
                   self.name, exc_info=exc)
         if self.fault is None:
             self.fault = exc
+
+    def close(self) -> None:
+        pass
+
+
+class ForkedChannel:
+    """What a device made before ``os.fork()`` has in the child: no thread of its stream workers
+    survived the fork, and its locks may be held by threads that do not exist there, so every
+    operation raises ``DeviceFault`` saying so, at once, instead of waiting for ever. A finalizer's
+    ``post`` (a handle dropped in the child) does nothing: the bytes are the child's copy."""
+
+    alive = False
+
+    def __init__(self, name: str, parent_pid: int):
+        self.name = name
+        self.fault = DeviceFault(
+            f"device {name} was started by process {parent_pid}, which forked this one: its "
+            "worker threads and locks do not survive fork(). Make the client in this process "
+            f"(cube.client({name.split(':')[0]!r}) here gives a fresh device), or start worker "
+            "processes with the 'spawn' or 'forkserver' method")
+
+    def submit(self, fn, *args) -> None:
+        raise self.fault
+
+    def call(self, fn, *args):
+        raise self.fault
+
+    def post(self, fn, *args) -> None:
+        """Nothing to release: the device's memory is this process's copy, freed with it."""
 
     def close(self) -> None:
         pass

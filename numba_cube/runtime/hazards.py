@@ -66,6 +66,16 @@ class _BufferState:
         self.solo = None
 
 
+#: The fewest stream tails (and readers of one buffer) before finished ones are looked for.
+_MIN_PRUNE = 64
+
+
+def _drop_finished_readers(st: _BufferState) -> None:
+    """Forget the finished readers of ``st`` (nothing can have to wait for them): a buffer read
+    by ever new streams and never written keeps its live readers only."""
+    st.readers = {s: t for s, t in st.readers.items() if not t.done}
+
+
 class HazardTracker:
     """Per buffer: the last writer and the readers since. Owned by the server's thread."""
 
@@ -73,6 +83,10 @@ class HazardTracker:
         self.baseline = baseline
         self._buffers: dict[int, _BufferState] = {}
         self._stream_tail: dict = {}  # stream -> last task registered on it (baseline rule)
+        # Past this many tails, those of finished streams are dropped (``_bound_streams``): a
+        # program that makes ever new streams (short-lived threads, ``cube.stream()`` blocks)
+        # keeps the entries of the streams with work in flight only, sync() or not.
+        self._prune_tails_at = _MIN_PRUNE
         # The owner of the last registration, while it was a successful ``register_solo`` and
         # nothing changed a state since (module docstring, "Renewal"); None otherwise.
         self.last_solo = None
@@ -110,11 +124,20 @@ class HazardTracker:
                 st.readers = {}
                 st.solo = stream
             else:
+                if len(st.readers) >= _MIN_PRUNE:
+                    _drop_finished_readers(st)
                 st.readers[stream] = task
                 if st.solo is not stream:
                     st.solo = stream if self._only(st, stream) else None
         self._stream_tail[stream] = task
+        if len(self._stream_tail) > self._prune_tails_at:
+            self._bound_streams()
         return [t for t in deps.values() if t is not task and t.stream != stream and not t.done]
+
+    def _bound_streams(self) -> None:
+        """Drop the tails of finished streams; look again when twice as many are left."""
+        self.prune_streams()
+        self._prune_tails_at = max(_MIN_PRUNE, 2 * len(self._stream_tail))
 
     @staticmethod
     def _only(st: _BufferState, stream) -> bool:
@@ -219,6 +242,8 @@ class HazardTracker:
             writer = st.writer
             if writer is not None and writer.stream != stream and writer not in deps:
                 deps.append(writer)
+            if len(st.readers) >= _MIN_PRUNE:
+                _drop_finished_readers(st)
             st.readers[stream] = task
             if st.solo is not stream:
                 # Not worked out here (``_only`` asks every reader whether it is done): None sends
@@ -226,6 +251,8 @@ class HazardTracker:
                 # sets it; a buffer read by several streams in turn never asks at all.
                 st.solo = None
         self._stream_tail[stream] = task
+        if len(self._stream_tail) > self._prune_tails_at:
+            self._bound_streams()
         if len(deps) > 1:
             return [t for t in deps if not t.done]
         if deps and deps[0].done:     # the usual answer, one task: no comprehension (a call)

@@ -41,6 +41,7 @@ from .composite import COMPOSITE_TYPES, analysis_entry, composite_bindings
 from .dispatch import Recorded, regions_of, run_recorded
 from .handle import Binding
 from .host_streams import HostStreams, Task
+from .interrupts import deferred_interrupt
 from .memory import ALIGNMENT
 from .requests import refusal_of
 from .warm_host import WarmLaunches
@@ -338,16 +339,25 @@ class HostMechanism(DeviceMechanism):
         ndims = tuple(a.ndim if isinstance(a, np.ndarray)
                       else analysis_entry(b) if type(b) in COMPOSITE_TYPES else None
                       for a, b in zip(arrays, req.args))
+        # Until the analysis answers, an interrupt fails every array argument (section 4.2).
+        access = tuple((n is not None, n is not None) for n in ndims)
         try:
-            access = resolve_access(req.kernel, ndims)
-        except Exception:  # noqa: BLE001 - the analysis must never break a launch: assume all
-            log.debug("IO analysis failed for %s", req.kernel.id, exc_info=True)
-            access = tuple((n is not None, n is not None) for n in ndims)
-        try:
-            artifact = backend.compile(req.kernel, arg_types, extras, dict(req.options))
+            with deferred_interrupt():
+                try:
+                    access = resolve_access(req.kernel, ndims)
+                except Exception:  # noqa: BLE001 - the analysis must never break a launch
+                    log.debug("IO analysis failed for %s", req.kernel.id, exc_info=True)
+                artifact = backend.compile(req.kernel, arg_types, extras, dict(req.options))
             entry = CacheEntry(artifact, None, access)
         except CompileError as exc:
             entry = CacheEntry(None, exc, access)
+        except KeyboardInterrupt as exc:
+            # Ctrl-C during the compile (taken at its end: interrupts.py): the launch fails with
+            # it (server.op_launch records it on the write set, then raises it at the call) and
+            # nothing is cached, here or by the backend, so the next launch compiles afresh
+            # (CONTRACT.md section 4.1).
+            backend.forget(req.kernel)
+            return CacheEntry(None, exc, access)
         except Exception as exc:  # noqa: BLE001 - Numba's own errors are compile failures too
             err = CompileError.wrapping(
                 f"kernel {req.kernel.name} failed to compile: {type(exc).__name__}: {exc}", exc)

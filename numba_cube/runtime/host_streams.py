@@ -127,6 +127,10 @@ class Task:
         return f"<Task {self.label} on {self.stream} {state}>"
 
 
+#: The fewest streams before idle ones are looked for (``HostStreams._forget_idle``).
+_MIN_FORGET = 64
+
+
 class HostStreams:
     """Per-stream pending lists and a bounded worker pool. ``enqueue``/``flush`` run on the server
     thread."""
@@ -141,6 +145,9 @@ class HostStreams:
         self.max_tasks = max_tasks
         self._pool = WorkerPool(name, max_workers, on_fault)
         self._streams: dict = {}
+        # Past this many streams, idle ones are forgotten (``_forget_idle``): a program that makes
+        # ever new streams keeps those with work only, sync() or not.
+        self._forget_idle_at = _MIN_FORGET
 
     @property
     def max_workers(self) -> int:
@@ -153,8 +160,23 @@ class HostStreams:
     def _stream(self, sid) -> StreamQueue:
         st = self._streams.get(sid)
         if st is None:
+            if len(self._streams) >= self._forget_idle_at:
+                self._forget_idle()
             st = self._streams[sid] = StreamQueue(sid)
         return st
+
+    def _forget_idle(self) -> None:
+        """Forget the streams with nothing pending or running (a later task on one of those ids
+        makes a new entry, as after ``flush_all``); a poisoned stream is kept. Work still pending
+        is flushed (it may run at any time), so that a stream its thread left behind is idle,
+        and forgotten, by a later look. Looked for again when twice as many are left."""
+        for sid, st in list(self._streams.items()):
+            if st.pending:
+                self.flush(sid)
+        self._streams = {sid: st for sid, st in self._streams.items()
+                         if st.scheduled or st.fault is not None
+                         or (st.tail is not None and not st.tail.done)}
+        self._forget_idle_at = max(_MIN_FORGET, 2 * len(self._streams))
 
     def enqueue(self, task: Task, deps: list) -> None:
         """Queue ``task`` after ``deps`` (tasks of other streams), flushing what it needs; or,

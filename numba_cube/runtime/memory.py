@@ -9,12 +9,21 @@ alignment) below 1 MiB and to whole MiB above, so a loop that creates and frees 
 shape reaches a steady state after its first iteration. Idle memory above ``max_idle_bytes`` is
 given back to the backend instead of kept.
 
-The pool also serves graph capture. ``hold_idle()`` (``graph_prepare``) keeps every freed block
-idle whatever ``max_idle_bytes`` says, so that the capture window can reuse what the warm-up
-freed; ``release_idle_hold()`` (the server calls it once the window is closed) ends that and gives
-the idle memory above ``max_idle_bytes`` back. ``frozen`` pools refuse to allocate from the backend
-(a capture window may only reuse what the warm-up left): the server turns that refusal into a
-``CaptureError`` raised by the allocation.
+Memory freed while queued work still uses it (a loop that creates a temporary, launches on it and
+drops it, without waiting) is bounded by the same figure: when serving a request would need a
+fresh block while quarantined and idle memory already reach ``max_idle_bytes``, the pool first
+waits for the oldest quarantined blocks' users (``settle``: the server flushes their streams and
+waits), then reuses what they freed. So such a loop holds at most its live buffers plus
+``max_idle_bytes`` and one block, and stops allocating once it gets there.
+
+The pool also serves graph capture. ``hold_idle()`` (``graph_prepare``) keeps freed blocks idle
+beyond ``max_idle_bytes``, so that the capture window can reuse what the warm-up freed: per size
+class, as many as were live at once since the hold began (a window that repeats the warm-up asks
+for no more; a warm-up that frees ever new temporaries keeps one block per class, not each
+temporary's); ``release_idle_hold()`` (the server calls it once the window is closed) ends that
+and gives the idle memory above ``max_idle_bytes`` back. ``frozen`` pools refuse to allocate
+from the backend (a capture window may only reuse what the warm-up left): the server turns that
+refusal into a ``CaptureError`` raised by the allocation.
 """
 
 from __future__ import annotations
@@ -39,18 +48,23 @@ class MemoryPool:
     """Size-class free lists over a backend allocator. Owned by the server's thread."""
 
     def __init__(self, allocate: Callable[[int], object], release: Callable[[object], None] | None = None,
-                 max_idle_bytes: int = 256 * _MIB):
+                 max_idle_bytes: int = 256 * _MIB, settle: Callable[[list], None] | None = None):
+        """``settle(tasks)``: return once every task of ``tasks`` is done (None: never wait)."""
         self._allocate = allocate
         self._release = release or (lambda mem: None)
+        self._settle = settle
         self._free: dict[int, list] = defaultdict(list)
         self._quarantine: list[tuple[int, object, list]] = []
+        self.quarantined_bytes = 0
         self.idle_bytes = 0
         self.live_bytes = 0
         self.peak_bytes = 0  # high-water mark of live + idle + quarantined (what the pool holds)
         self._held_bytes = 0
         self.max_idle_bytes = max_idle_bytes
         self.frozen = False
-        self.holding_idle = False   # graph_prepare: keep every freed block, see hold_idle
+        self.holding_idle = False   # graph_prepare: keep freed blocks, see hold_idle
+        self._live_blocks: dict[int, int] = defaultdict(int)    # size class -> blocks live now
+        self._peak_blocks: dict[int, int] = {}      # size class -> most live at once, while held
 
     def allocate(self, nbytes: int) -> tuple[int, object]:
         """Return ``(capacity, memory)`` for at least ``nbytes``. Raises ``MemoryError`` when frozen
@@ -58,6 +72,16 @@ class MemoryPool:
         self.sweep()
         cap = size_class(nbytes)
         free = self._free.get(cap)
+        if not free and self._quarantine and self._settle is not None and not self.frozen:
+            # Growing now would leave quarantined + idle memory above the bound: wait for the
+            # oldest quarantined blocks instead (module docstring), then serve from what they
+            # free. Each at most once: a block whose user was abandoned stays quarantined.
+            for _, _, users in list(self._quarantine):
+                if free or self.quarantined_bytes + self.idle_bytes + cap <= self.max_idle_bytes:
+                    break
+                self._settle(users)
+                self.sweep()
+                free = self._free.get(cap)
         if free:
             mem = free.pop()
             self.idle_bytes -= cap
@@ -68,12 +92,17 @@ class MemoryPool:
             self._held_bytes += cap
             self.peak_bytes = max(self.peak_bytes, self._held_bytes)
         self.live_bytes += cap
+        live = self._live_blocks[cap] = self._live_blocks[cap] + 1
+        if self.holding_idle and live > self._peak_blocks.get(cap, 0):
+            self._peak_blocks[cap] = live
         return cap, mem
 
     def free(self, cap: int, mem: object, users: list) -> None:
         """Give ``mem`` back once every task in ``users`` is done."""
         self.live_bytes -= cap
+        self._live_blocks[cap] -= 1
         self._quarantine.append((cap, mem, [t for t in users if not t.done]))
+        self.quarantined_bytes += cap
         self.sweep()
 
     def sweep(self) -> None:
@@ -83,7 +112,10 @@ class MemoryPool:
         still = []
         for cap, mem, users in self._quarantine:
             if all(t.done for t in users):
-                if self.idle_bytes + cap > self.max_idle_bytes and not self.holding_idle:
+                self.quarantined_bytes -= cap
+                if self.idle_bytes + cap > self.max_idle_bytes and not (
+                        self.holding_idle
+                        and len(self._free[cap]) < self._peak_blocks.get(cap, 0)):
                     self._release(mem)
                     self._held_bytes -= cap
                 else:
@@ -103,12 +135,15 @@ class MemoryPool:
         return self._held_bytes
 
     def hold_idle(self) -> None:
-        """Keep every block freed from now on idle (none given back) until ``release_idle_hold``."""
+        """Until ``release_idle_hold``, keep blocks freed idle beyond ``max_idle_bytes``: per size
+        class, as many as are live at once from now on (those live now count)."""
         self.holding_idle = True
+        self._peak_blocks = {cap: n for cap, n in self._live_blocks.items() if n}
 
     def release_idle_hold(self) -> None:
         """End ``hold_idle``: give back idle memory above ``max_idle_bytes``, largest blocks first."""
         self.holding_idle = False
+        self._peak_blocks = {}
         self.sweep()
         for cap in sorted(self._free, reverse=True):
             blocks = self._free[cap]

@@ -147,6 +147,11 @@ class LaunchRouting:
         try:
             bound = self.bound_launch(req)
             error = bound.error if bound.error is not None else self.mechanism.refusal(req, bound)
+            if isinstance(error, KeyboardInterrupt):
+                # An interrupted compile (nothing cached; a dry run claims nothing): the
+                # caller's interrupt, raised at its call.
+                self.handled_interrupt = error
+                raise error
             self.counters["skipped"] += 1
         except BaseException as exc:
             error = exc

@@ -21,6 +21,7 @@ A backend may be registered but unavailable (no driver, no device): its factory 
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Callable
 
@@ -36,6 +37,25 @@ _backends: dict[str, "BackendInfo"] = {}
 _servers: dict[str, object] = {}
 _clients: dict[tuple, object] = {}
 _default_client = None
+
+
+def _forget_devices_in_child() -> None:
+    """After ``os.fork()``, in the child: the devices started before it are disowned (each
+    operation on them raises ``DeviceFault``: their threads stayed in the parent) and forgotten,
+    so ``client()`` here starts fresh ones. The lock is new: a thread of the parent may have held
+    the old one when it forked."""
+    global _lock, _default_client
+    _lock = threading.RLock()
+    parent = os.getppid()
+    for server in _servers.values():
+        server.disown_after_fork(parent)
+    _servers.clear()
+    _clients.clear()
+    _default_client = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_devices_in_child)
 
 
 def _no_plugins() -> None:

@@ -43,6 +43,7 @@ from .. import config
 from ..backends.base import DeviceMechanism
 from ..errors import DeviceFault
 from .capture import CaptureOps
+from .channel import ForkedChannel
 from .exclusive import ExclusiveGate
 from .handle import Binding
 from .hazards import HazardTracker
@@ -98,9 +99,12 @@ class DeviceServer(MemoryTable, CaptureOps, LaunchRouting):
         self.captures: dict = {}       # stream -> CaptureState
         self.exclusive = ExclusiveGate()
         self.graph_prepared = False
+        #: the KeyboardInterrupt of a compile that was interrupted and handled (its launch
+        #: failed, nothing cached), on its way to the caller (``op_launch``)
+        self.handled_interrupt: BaseException | None = None
         self.unrecorded = UnrecordedFailures(device)   # failures no buffer carries (outcomes.py)
         self.streams = mechanism.attach(self)
-        self.pool = MemoryPool(mechanism.allocate, mechanism.release)
+        self.pool = MemoryPool(mechanism.allocate, mechanism.release, settle=self._settle)
         #: the most dynamic shared memory (bytes per cube) a launch may ask for; the client refuses
         #: more before queueing anything. 0: the backend has none.
         self.max_dynamic_shared_bytes = int(mechanism.max_dynamic_shared_bytes)
@@ -163,43 +167,79 @@ class DeviceServer(MemoryTable, CaptureOps, LaunchRouting):
         err.__cause__ = cause
         return err
 
+    def _settle(self, tasks: list) -> None:
+        """Wait until ``tasks`` are done (the pool's ``settle``: memory they use is wanted back).
+        An abandoned task is done too; its fault is the device's, reported by ``sync()``."""
+        self.streams.flush_tasks(tasks)
+        for task in tasks:
+            try:
+                task.wait()
+            except DeviceFault:
+                pass
+
+    def disown_after_fork(self, parent_pid: int) -> None:
+        """In a child made by ``os.fork()``: this device's threads stayed in the parent, so every
+        later operation raises ``DeviceFault`` (``channel.ForkedChannel``) rather than waiting
+        for them; the warm path, which would run on the old lock, is disarmed."""
+        self.channel = ForkedChannel(self.device, parent_pid)
+        self.fault = self.channel.fault
+        warm = getattr(self.mechanism, "warm", None)
+        if warm is not None:
+            warm.clear()
+
     # -- launch -------------------------------------------------------------------------------------------
     def op_launch(self, req: LaunchRequest, blocking: bool = False):
         """Steps 1-4 of CONTRACT.md 1.2, for every backend: the one copy of the launch policy.
         With ``blocking`` (a profiled launch, or a caller that waits for its outcome) the task is
         returned so the caller can wait for it. What differs between backends is mechanism, behind
         the ``DeviceMechanism`` hooks called here."""
-        if self.pending_frees:
-            self.drain_frees()
-        mechanism = self.mechanism
-        mechanism.prepare()
-        if req.mode is LaunchMode.SKIP:
-            return self._skip(req)
-        bound = self.bound_launch(req)
-        kid = req.kernel.id
-        capture = self.captures.get(req.stream) if self.captures else None
-        error = bound.error if bound.error is not None else mechanism.refusal(req, bound)
-        if error is not None:
-            if capture is not None:
-                capture.refuse(refused_launch_text(kid, error))
-                return None
-            task = mechanism.refused_task(req, self._refused_run(req, bound.writes, error))
-            task.failure_hint = Failure(error, kid, (kid,))
-            return self._submit(task, bound, blocking)
-        rec = mechanism.dispatch(req, bound, capture is not None)
-        if capture is not None:
-            if self.ledger.first_failure(bound.reads) is not None:
-                capture.refuse(f"launch of {kid} (skipped: an input carries a failure)")
-            else:
-                reason = mechanism.not_capturable(req, bound, rec)
-                if reason is not None:
-                    capture.refuse(reason)
+        try:
+            if self.pending_frees:
+                self.drain_frees()
+            mechanism = self.mechanism
+            mechanism.prepare()
+            if req.mode is LaunchMode.SKIP:
+                return self._skip(req)
+            bound = self.bound_launch(req)
+            kid = req.kernel.id
+            capture = self.captures.get(req.stream) if self.captures else None
+            error = bound.error if bound.error is not None else mechanism.refusal(req, bound)
+            if error is not None:
+                answer = None
+                if capture is not None:
+                    capture.refuse(refused_launch_text(kid, error))
                 else:
-                    capture.recorded.append(rec)
-            return None
-        answer = self._submit(mechanism.dispatch_task(req, bound, rec), bound, blocking)
-        mechanism.launched(req, bound)
-        return answer
+                    task = mechanism.refused_task(req, self._refused_run(req, bound.writes, error))
+                    task.failure_hint = Failure(error, kid, (kid,))
+                    answer = self._submit(task, bound, blocking)
+                if isinstance(error, KeyboardInterrupt):
+                    # An interrupted compile, now recorded on the write set: the caller's
+                    # interrupt again, raised at its call.
+                    self.handled_interrupt = error
+                    raise error
+                return answer
+            rec = mechanism.dispatch(req, bound, capture is not None)
+            if capture is not None:
+                if self.ledger.first_failure(bound.reads) is not None:
+                    capture.refuse(f"launch of {kid} (skipped: an input carries a failure)")
+                else:
+                    reason = mechanism.not_capturable(req, bound, rec)
+                    if reason is not None:
+                        capture.refuse(reason)
+                    else:
+                        capture.recorded.append(rec)
+                return None
+            answer = self._submit(mechanism.dispatch_task(req, bound, rec), bound, blocking)
+            mechanism.launched(req, bound)
+            return answer
+        except KeyboardInterrupt as exc:
+            # An interrupted compile was handled (its launch failed, nothing cached). One that
+            # landed anywhere else in these few microseconds may have cut a step in half: the
+            # device is then broken, said so by sync(), rather than silently inconsistent.
+            if exc is not self.handled_interrupt:
+                self.mark_broken(exc)
+            self.handled_interrupt = None
+            raise
 
     def _submit(self, task, bound, blocking: bool):
         """Queue ``task`` after the tasks the hazard tracker names for the bound launch's buffers."""
@@ -219,7 +259,7 @@ class DeviceServer(MemoryTable, CaptureOps, LaunchRouting):
                 self.counters["cache_hits"] += 1
                 return bound
         bound = self.mechanism.bind_launch(req)
-        if key is not None:
+        if key is not None and not isinstance(bound.error, KeyboardInterrupt):
             if len(self._bound) >= MAX_BOUND_LAUNCHES:
                 self._bound.clear()
                 self._bound_by_memory.clear()

@@ -134,6 +134,10 @@ class WarmLaunches:
     def __len__(self) -> int:
         return sum(map(len, self._entries.values()))
 
+    def clear(self) -> None:
+        """Disarm every launch: each one takes the general path again."""
+        self._entries.clear()
+
     def fire(self, kernel, count, dim, args: tuple, stream, options, shared_bytes=0) -> str | None:
         """Run (or queue) the armed launch of ``kernel`` if this launch repeats it; return the
         kernel id, or None when the launch must take the general path (nothing was done then)."""

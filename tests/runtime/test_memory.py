@@ -165,6 +165,61 @@ def test_held_idle_memory_is_kept_then_given_back():
     assert len(be.released) == 4 and pool.idle_bytes == 128
 
 
+def test_a_pool_at_its_bound_waits_for_the_oldest_quarantined_block_instead_of_growing():
+    """3 (pool): while quarantined and idle memory stay within ``max_idle_bytes`` a request for a
+    fresh block grows the pool without waiting; past it the pool settles the oldest quarantined
+    block's users and serves the request from that block (no new allocation)."""
+    be = FakeBackend()
+    settled = []
+
+    def settle(tasks):
+        settled.append(tasks)
+        for task in tasks:
+            task.done = True
+
+    pool = MemoryPool(be.allocate, be.release, max_idle_bytes=256, settle=settle)
+    a, first = pool.allocate(128), FakeTask()
+    pool.free(*a, [first])
+    b, second = pool.allocate(128), FakeTask()
+    pool.free(*b, [second])
+    assert settled == [] and len(be.allocated) == 2
+    c = pool.allocate(128)
+    assert settled == [[first]] and c[1] is a[1] and len(be.allocated) == 2
+
+
+def test_a_user_that_never_finishes_does_not_make_the_pool_wait_for_ever():
+    """3 (pool): each quarantined block is settled at most once per request; when its users
+    still are not done (an abandoned task), the pool grows instead of waiting again."""
+    be = FakeBackend()
+    settled = []
+    pool = MemoryPool(be.allocate, be.release, max_idle_bytes=128, settle=settled.append)
+    a, stuck = pool.allocate(128), FakeTask()
+    pool.free(*a, [stuck])
+    b = pool.allocate(128)
+    assert settled == [[stuck]] and b[1] is not a[1] and len(be.allocated) == 2
+
+
+def test_graph_prepare_keeps_as_many_blocks_per_class_as_were_live_at_once():
+    """6 (graph_prepare): with no idle memory allowed (``max_idle_bytes=0``), the hold keeps
+    freed blocks all the same, per size class as many as were live at once since it began (two);
+    a block of another class that was never live with another is kept alone, and once the hold
+    ends everything above the bound is given back."""
+    be = FakeBackend()
+    pool = MemoryPool(be.allocate, be.release, max_idle_bytes=0)
+    pool.hold_idle()
+    a, b = pool.allocate(128), pool.allocate(128)
+    pool.free(*a, [])
+    pool.free(*b, [])
+    for _ in range(3):          # one at a time: served from the kept blocks, nothing new
+        pool.free(*pool.allocate(128), [])
+    big = pool.allocate(1024)
+    pool.free(*big, [])
+    assert be.released == [] and pool.idle_bytes == 2 * 128 + 1024
+    assert len(be.allocated) == 3
+    pool.release_idle_hold()
+    assert len(be.released) == 3 and pool.idle_bytes == 0
+
+
 def test_frozen_pool_only_reuses(pool):
     """6: inside a capture window nothing may be allocated: a frozen pool serves from its free
     lists and raises MemoryError for anything else."""

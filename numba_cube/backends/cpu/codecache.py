@@ -55,6 +55,16 @@ MODULE_PREFIX = "numba_cube_gen_"
 _lock = threading.RLock()      # one thread at a time writes and imports a generated module
 
 
+def _new_lock_in_child() -> None:
+    """After ``os.fork()``: a thread of the parent may have held the lock as it forked."""
+    global _lock
+    _lock = threading.RLock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_lock_in_child)
+
+
 def _read_if_ours(path: Path) -> bytes | None:
     """The bytes of ``path`` if it is a regular file of ours (no symlink), else None."""
     found = numbacache.read_private(str(path))

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 import time
 
@@ -45,6 +46,7 @@ from ...errors import CompileError
 from ...kernel.options import resolve
 from ...runtime.channel import InlineChannel
 from ...runtime.geometry import MAX_DYNAMIC_SHARED_BYTES
+from ...runtime.interrupts import deferred_interrupt
 from ...runtime.server import DeviceServer
 from ..base import HostBackend
 from . import bounds_runtime, fp16, linemarks
@@ -85,6 +87,13 @@ def select_threading_layer() -> str:
                            "missing; `pip install tbb` provides the other): numba_cube's CPU backend "
                            "needs one that allows concurrent parallel calls")
 
+
+#: [True] in a process made by ``os.fork()`` from one that imported this module. Numba's
+#: ``omp`` layer kills such a child at its first parallel region ("fork() called from a process
+#: already using GNU OpenMP"), so there every launch runs its kernel's serial twin.
+_forked_child = [False]
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=lambda: _forked_child.__setitem__(0, True))
 
 _ARRAY_TYPES: dict = {}
 
@@ -181,6 +190,8 @@ class CpuBackend(HostBackend):
         # The block shape: a kernel's first shape gets a module of its own (_program); a flat
         # kernel's entries for two shapes share one compiled function.
         block = dim.as_tuple()
+        if _forked_child[0]:
+            return ("serial", block)        # see _forked_child
         if count.is_dynamic:
             return ("parallel", block)
         units = count.num_elems * dim.num_elems
@@ -207,6 +218,12 @@ class CpuBackend(HostBackend):
                                                        kernel_id=kernel.id if kernel.id_is_stable
                                                        else None, block=key[2])
         return prog
+
+    def forget(self, kernel) -> None:
+        """After an interrupted compile: its programs, and their modules (whose Numba dispatchers
+        may hold a half-finished compile), are made afresh by the next launch."""
+        for key in [k for k in self._programs if k[0] == kernel.id]:
+            sys.modules.pop(self._programs.pop(key).module_name, None)
 
     def compile(self, kernel, arg_types, extras, options):
         kernel.check_frozen()
@@ -239,7 +256,10 @@ def _compile_twin(kernel, prog, twin: str, sig: tuple, arg_types: tuple):
     """The entry point of ``twin`` (``"serial"`` or ``"parallel"``) for ``sig``."""
     dispatcher = prog.serial if twin == "serial" else prog.parallel
     try:
-        entry = dispatcher.compile(sig)
+        # A twin compiled at its first choice runs inside a launch, maybe on the main thread:
+        # a Ctrl-C there is taken when Numba is done (runtime/interrupts.py says why).
+        with deferred_interrupt():
+            entry = dispatcher.compile(sig)
     except CompileError:
         raise
     except Exception as exc:
