@@ -23,9 +23,12 @@ package. What it offers::
 from __future__ import annotations
 
 from . import serialize as _serialize  # noqa: F401 - registers the handle serializer with Dask
-from .blocks import handles_of, map_blocks
+from .blocks import map_blocks
+from .graph import handles_of
+from .overlap import map_overlap
 from .plugin import ClusterSetupError, CubeWorkerPlugin, setup, worker_client
 from .precompile import PrecompileReport, precompile
+from .reduction import reduction
 
-__all__ = ["setup", "map_blocks", "handles_of", "precompile", "PrecompileReport",
+__all__ = ["setup", "map_blocks", "map_overlap", "reduction", "handles_of", "precompile", "PrecompileReport",
            "CubeWorkerPlugin", "worker_client", "ClusterSetupError"]

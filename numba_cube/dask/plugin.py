@@ -18,6 +18,7 @@ one plugin object may be handed to several workers, and the plugin must not mix 
 
 from __future__ import annotations
 
+import copy
 import itertools
 import threading
 
@@ -32,6 +33,9 @@ from numba_cube.errors import CubeError
 PLUGIN_NAME = "numba_cube"
 
 _clients: dict[str, cube.Client] = {}
+# Why a worker has no client: the error its plugin's setup raised (BackendNotFound, say), so that
+# tasks there raise the cause rather than "call setup".
+_setup_errors: dict[str, BaseException] = {}
 _clients_lock = threading.Lock()
 # The next logical CPU device a worker of this process takes (see the module docstring).
 _cpu_indices = itertools.count()
@@ -56,13 +60,21 @@ class CubeWorkerPlugin(WorkerPlugin):
         device = self.device
         if device == "cpu":
             device = f"cpu:{next(_cpu_indices)}"
-        new_client = cube.client(device, **self.options)
+        try:
+            new_client = cube.client(device, **self.options)
+        except Exception as error:
+            with _clients_lock:
+                _clients.pop(worker.address, None)
+                _setup_errors[worker.address] = error
+            raise
         with _clients_lock:
             _clients[worker.address] = new_client
+            _setup_errors.pop(worker.address, None)
 
     def teardown(self, worker) -> None:
         with _clients_lock:
             _clients.pop(worker.address, None)
+            _setup_errors.pop(worker.address, None)
 
 
 def setup(client, device: str = "cpu", **options) -> dict[str, str]:
@@ -74,11 +86,7 @@ def setup(client, device: str = "cpu", **options) -> dict[str, str]:
 
 def _this_workers_device(dask_worker) -> str:
     # client.run hands the worker in (get_worker() is for tasks, not for run's functions)
-    found = _clients.get(dask_worker.address)
-    if found is None:
-        raise ClusterSetupError(f"the numba_cube plugin did not set up Dask worker "
-                                f"{dask_worker.address}; its log says why")
-    return found.device
+    return _client_or_cause(dask_worker.address).device
 
 
 def worker_client() -> cube.Client:
@@ -88,12 +96,32 @@ def worker_client() -> cube.Client:
         address = get_worker().address
     except ValueError:
         raise ClusterSetupError("worker_client() is for code running on a Dask worker") from None
+    return _client_or_cause(address)
+
+
+def _client_or_cause(address: str) -> cube.Client:
+    """The worker's client; else the error its setup raised (a copy, noted with the worker: the
+    real cause, BackendNotFound say), else ``ClusterSetupError`` saying to call ``setup``."""
     found = _clients.get(address)
-    if found is None:
-        raise ClusterSetupError(
-            f"Dask worker {address} has no numba_cube client: call "
-            "numba_cube.dask.setup(client, device=...) before running numba_cube tasks")
-    return found
+    if found is not None:
+        return found
+    cause = _setup_errors.get(address)
+    if cause is not None:
+        error = copy.copy(cause)
+        error.add_note(f"numba_cube.dask.setup could not make a numba_cube client on Dask "
+                       f"worker {address}: this is its error")
+        raise error
+    raise ClusterSetupError(
+        f"Dask worker {address} has no numba_cube client: call "
+        "numba_cube.dask.setup(client, device=...) before running numba_cube tasks")
+
+
+def this_worker_address() -> str:
+    """The address of the Dask worker running the calling task, or ``"?"`` outside one."""
+    try:
+        return get_worker().address
+    except ValueError:
+        return "?"
 
 
 def client_of(handle) -> cube.Client:

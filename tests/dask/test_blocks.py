@@ -15,7 +15,7 @@ from numba import cuda
 
 import numba_cube as cube
 import numba_cube.dask as cubed
-from numba_cube.dask.blocks import HANDLES_PREFIX, handles_of
+from numba_cube.dask.graph import LAUNCH_INFIX, handles_of
 
 from kernels_for_tests import notebook_kernels
 
@@ -93,7 +93,7 @@ def test_chunks_between_kernels_stay_handles_in_worker_memory(thread_client):
     z = cubed.map_blocks(square, y, dim=256)
     z_handles = handles_of(z)
     y_handles = handles_of(y)
-    assert z_handles.name.startswith(HANDLES_PREFIX)
+    assert LAUNCH_INFIX in z_handles.name
     assert z_handles.dask.dependencies[z_handles.name] == {y_handles.name}
     persisted = thread_client.persist(z_handles)
     dask.distributed.wait(persisted)
@@ -219,7 +219,7 @@ def test_a_worker_killed_mid_job_loses_nothing(process_client):
     while victim is None and time.monotonic() < deadline:
         # kill a worker once it holds a finished chunk of the job: that chunk is then lost
         for address, keys in process_client.has_what().items():
-            if any(HANDLES_PREFIX in str(k) for k in keys):
+            if any(LAUNCH_INFIX in str(k) for k in keys):
                 victim = address
                 break
         time.sleep(0.01)
