@@ -8,8 +8,10 @@ read to the host here), and at the array's own edges what ``boundary`` says: ``"
 per axis if given as a dict or tuple, all as in Dask. The kernel runs once per grown chunk, its
 output of the grown chunk's shape; with ``trim=True`` (the default) the halo is cut off the
 output *on the device*: each output chunk is a view of the launch's buffer, so a following
-``map_blocks`` takes it without a copy, and the result has the chunks of the (possibly
-rechunked: a chunk smaller than ``depth`` is merged, as Dask does) input.
+``map_blocks`` takes it without a copy. ``trim=False`` is Dask's "the function trims itself":
+the kernel's output has the trimmed chunk's shape, and it writes ``out[i]`` from
+``x[i + depth]`` on. Either way the result has the chunks of the (possibly rechunked: a chunk
+smaller than ``depth`` is merged, as Dask does) input.
 
 The kernel sees the grown chunk only: a stencil reading ``x[i - 1]`` must leave its first
 ``depth`` outputs alone (they are trimmed) or guard them, exactly as a NumPy function passed to
@@ -52,14 +54,13 @@ def map_overlap(kernel, *args, depth=1, boundary="reflect", trim=True, dim=256, 
     first = next(a for a in grown if isinstance(a, da.Array))
     halo = HaloTrim(tuple(depths[ax] for ax in range(ndim)),
                     tuple(_is_none(boundaries[ax]) for ax in range(ndim)), first.numblocks)
-    if trim:
-        out_chunks = tuple(
-            tuple(c - sum(_sides(halo, ax, i)) for i, c in enumerate(first.chunks[ax]))
-            for ax in range(ndim))
-    else:
-        out_chunks = first.chunks
+    out_chunks = tuple(
+        tuple(c - sum(_sides(halo, ax, i)) for i, c in enumerate(first.chunks[ax]))
+        for ax in range(ndim))
+    # trim=False is Dask's "the function trims itself": the kernel writes the trimmed chunk
     plan = LaunchPlan(TravellingKernel(kernel), dim, count, dtypes, halo if trim else None)
-    return build(plan, grown, tuple(range(ndim))[::-1], out_chunks, {}, first.chunks)
+    return build(plan, grown, tuple(range(ndim))[::-1], out_chunks, {},
+                 first.chunks if trim else None)
 
 
 def _is_none(kind) -> bool:

@@ -1,0 +1,73 @@
+"""The graph of a numba_cube dask array as Dask's tools see it: keys named after the kernels
+(``axpy-<token>``, ``axpy-launch-<token>``), in the task stream the scheduler records (what the
+dashboard and ``progress()`` show), and a chain of kernels fused by Dask's optimizer into one
+task per chunk."""
+
+from __future__ import annotations
+
+import dask
+import dask.array as da
+import numpy as np
+from dask.utils import key_split
+from distributed import get_task_stream
+from numba import cuda
+
+import numba_cube as cube
+import numba_cube.dask as cubed
+from numba_cube.dask.graph import handles_name, handles_of
+
+
+@cube.kernel
+def axpy(a, x, y, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a * x[i] + y[i]
+
+
+@cube.kernel
+def square(x, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = x[i] * x[i]
+
+
+@cube.kernel
+def halve(x, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = 0.5 * x[i]
+
+
+def test_keys_carry_the_kernels_name():
+    """The array is ``axpy-<token>`` and its handles ``axpy-launch-<token>``: ``key_split`` (how
+    Dask groups tasks for the dashboard and ``progress()``) gives the kernel's name."""
+    x = da.from_array(np.arange(10.0), chunks=5)
+    y = cubed.map_blocks(axpy, 2.0, x, x)
+    assert key_split(y.name) == "axpy"
+    assert handles_of(y).name == handles_name(y.name)
+    assert key_split(handles_of(y).name) == "axpy-launch"
+    assert {key_split(k) for k in dict(y.dask)} == {"axpy", "axpy-launch", "array"}
+
+
+def test_the_task_stream_shows_the_kernels(thread_client):
+    """Tasks the scheduler's task stream records for a computed chain are named after its
+    kernels (a fused task by its last one), with none named after numba_cube itself."""
+    x = da.from_array(np.arange(400.0), chunks=100)
+    z = cubed.map_blocks(square, cubed.map_blocks(axpy, 1.0, x, x), dim=64)
+    with get_task_stream(thread_client) as stream:
+        np.testing.assert_array_equal(z.compute(), (2.0 * np.arange(400.0)) ** 2)
+    groups = {key_split(record["key"]) for record in stream.data}
+    assert any("square" in group for group in groups), groups
+    assert not any("numba_cube" in group for group in groups), groups
+
+
+def test_a_chain_of_kernels_runs_as_one_task_per_chunk():
+    """Three kernels over 4 chunks: Dask's optimizer (blockwise and linear fusion) leaves one
+    task per chunk, named after the chain's last kernel."""
+    x = da.from_array(np.arange(400.0), chunks=100)
+    z = cubed.map_blocks(halve, cubed.map_blocks(square, cubed.map_blocks(axpy, 1.0, x, x)))
+    (optimized,) = dask.optimize(z)
+    graph = dict(optimized.__dask_graph__())
+    tasks = [k for k, v in graph.items() if type(v).__name__ != "Alias"]
+    assert len(tasks) == 4
+    assert all("halve" in key_split(k) for k in tasks)
