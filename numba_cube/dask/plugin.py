@@ -21,11 +21,12 @@ from __future__ import annotations
 import copy
 import itertools
 import threading
+import warnings
 
 from distributed import WorkerPlugin, get_worker
 
 import numba_cube as cube
-from numba_cube.errors import CubeError
+from numba_cube.errors import CubeError, CubeWarning
 
 # No import of serialize here (it imports this module): unpickling the plugin on a worker
 # imports this package first, whose __init__ registers the handle serializer.
@@ -57,6 +58,7 @@ class CubeWorkerPlugin(WorkerPlugin):
         self.options = options
 
     def setup(self, worker) -> None:
+        _numba_reads_the_workers_environment()
         device = self.device
         if device == "cpu":
             device = f"cpu:{next(_cpu_indices)}"
@@ -75,6 +77,29 @@ class CubeWorkerPlugin(WorkerPlugin):
         with _clients_lock:
             _clients.pop(worker.address, None)
             _setup_errors.pop(worker.address, None)
+
+
+def _numba_reads_the_workers_environment() -> None:
+    """Make Numba read ``NUMBA_NUM_THREADS`` (and its other variables) from the environment the
+    worker has now, before any kernel runs.
+
+    Why: a Dask nanny applies a worker's ``env=`` after the worker process has imported Numba,
+    whose config read the variables at import. Numba re-reads them only when it compiles; a
+    numba_cube kernel loaded from the disk cache compiles nothing, so its first parallel loop
+    launches Numba's thread pool with the count read at import, and the next ``@njit`` compile
+    in that worker then fails with Numba's "Cannot set NUMBA_NUM_THREADS to a different value
+    once the threads have been launched". Re-reading here, while no pool runs, launches the
+    pool with the environment's count. If a pool already runs with another count (something
+    ran Numba's parallel code before the plugin), nothing can change it: a warning says so."""
+    from numba.core import config as numba_config
+
+    try:
+        numba_config.reload_config()
+    except RuntimeError as error:
+        warnings.warn(f"numba_cube.dask: Numba's thread pool already runs in this worker with "
+                      f"another thread count than its environment's NUMBA_NUM_THREADS ({error}); "
+                      "set it before the worker starts (LocalCluster(env=...) is applied late)",
+                      CubeWarning, stacklevel=2)
 
 
 def setup(client, device: str = "cpu", **options) -> dict[str, str]:
