@@ -1,0 +1,76 @@
+"""The tasks on the workers, when a chunk goes wrong: a kernel failing in one chunk reaches
+``compute()`` naming the kernel, the chunk's index and the worker; a worker process killed by a
+kernel (a real segfault) gives Dask's ``KilledWorker`` naming the kernel's task and the chunk,
+and the cluster gets its worker back, set up for numba_cube again."""
+
+from __future__ import annotations
+
+import time
+
+import dask.array as da
+import numpy as np
+import pytest
+from distributed.scheduler import KilledWorker
+
+import numba_cube as cube
+import numba_cube.dask as cubed
+
+from kernels_for_tests import notebook_kernels
+
+
+def test_a_failing_chunk_names_the_kernel_the_chunk_and_the_worker(thread_client):
+    """A negative value in chunk 2 of 4: ``compute()`` raises the kernel's ``LaunchFailure``
+    (its id names the kernel, its root is the kernel's exception) with a note naming chunk
+    ``(2,)`` of the kernel's array and the worker it ran on."""
+    kernels = notebook_kernels()
+    xn = np.arange(400.0)
+    xn[250] = -1.0
+    y = cubed.map_blocks(kernels["fail_on_negative"], da.from_array(xn, chunks=100), dim=64)
+    with pytest.raises(cube.LaunchFailure) as caught:
+        y.compute()
+    failure = caught.value
+    assert failure.kernel_id == kernels["fail_on_negative"].id
+    assert failure.kernel_id.startswith("fail_on_negative")
+    notes = [n for n in failure.__notes__ if "numba_cube.dask: chunk" in n]
+    assert notes and "chunk (2,) of fail_on_negative-" in notes[0]
+    workers = thread_client.scheduler_info(n_workers=-1)["workers"]
+    assert any(address in notes[0] for address in workers)
+
+
+def _allowed_failures(value=None, dask_scheduler=None):
+    old = dask_scheduler.allowed_failures
+    if value is not None:
+        dask_scheduler.allowed_failures = value
+    return old
+
+
+def test_a_worker_killed_by_a_kernel_names_the_kernel_and_the_chunk(process_client):
+    """A wild write (2**61 bytes past its buffer, bounds checks off: ``boundscheck=False``) in
+    chunk 2 segfaults the worker process running it. The scheduler retries a task whose worker died (``allowed-failures``, 1 here
+    rather than Dask's 3, so two workers die, not four); the other tasks that worker held go
+    elsewhere, and ``compute()`` raises ``KilledWorker`` naming the crashing task, which carries
+    the kernel's name and the chunk's index. The nannies start new workers, the plugin gives
+    them clients, and the next job gives NumPy's result on two workers."""
+    kernels = notebook_kernels()
+    xn = np.arange(400.0)
+    xn[250] = -1.0
+    x = da.from_array(xn, chunks=100)
+    # bounds checks (on by default) would turn the wild write into the kernel's IndexError
+    cubed.setup(process_client, device="cpu", boundscheck=False)
+    before = process_client.run_on_scheduler(_allowed_failures, 1)
+    try:
+        with pytest.raises(KilledWorker) as caught:
+            cubed.map_blocks(kernels["wild_write"], x, dim=64).compute()
+        message = str(caught.value)
+        assert "wild_write-" in message and ", 2)" in message, message
+        deadline = time.monotonic() + 60
+        while len(process_client.scheduler_info(n_workers=-1)["workers"]) < 2:
+            assert time.monotonic() < deadline, "the nanny did not bring the worker back"
+            time.sleep(0.1)
+        devices = cubed.setup(process_client, device="cpu", boundscheck=False)
+        assert len(devices) == 2
+        y = cubed.map_blocks(kernels["square"], da.from_array(np.arange(400.0), chunks=100))
+        np.testing.assert_array_equal(y.compute(), np.arange(400.0) ** 2)
+    finally:
+        process_client.run_on_scheduler(_allowed_failures, before)
+        cubed.setup(process_client, device="cpu")
