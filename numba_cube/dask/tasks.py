@@ -85,8 +85,8 @@ def launch_grid(plan: LaunchPlan, cubes, out_shape: tuple, block_id: tuple, bloc
         client = worker_client()
         # one copy per distinct chunk: axpy(a, x, x) gets the same chunk twice
         copies: dict[int, object] = {}
-        args = [copies[id(b)] if id(b) in copies else copies.setdefault(id(b), _on_device(client, b))
-                for b in blocks]
+        args = [copies[id(b)] if id(b) in copies
+                else copies.setdefault(id(b), _on_device(client, b)) for b in blocks]
         outs = [client.empty(out_shape, dtype) for dtype in plan.out_dtypes]
         # real_run: a precompile's dry run is process-wide, and must not skip this job's launches
         with cube.real_run():

@@ -71,3 +71,22 @@ def test_a_chain_of_kernels_runs_as_one_task_per_chunk():
     tasks = [k for k, v in graph.items() if type(v).__name__ != "Alias"]
     assert len(tasks) == 4
     assert all("halve" in key_split(k) for k in tasks)
+
+
+def test_the_dask_extra_installs_what_the_dashboard_needs():
+    """The ``dask`` extra names bokeh at least as new as distributed requires for its dashboard,
+    and the bokeh installed meets distributed's requirement (the dashboard's modules import)."""
+    import re
+    from importlib.metadata import version
+    from pathlib import Path
+
+    from distributed.versions import BOKEH_REQUIREMENT
+    from packaging.version import Version
+
+    pyproject = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
+    extra = re.search(r'^dask = \[(.*)\]$', pyproject, re.M).group(1)
+    pinned = re.search(r'"bokeh>=([0-9.]+)"', extra)
+    assert pinned, extra
+    assert BOKEH_REQUIREMENT.specifier.contains(pinned.group(1))
+    assert BOKEH_REQUIREMENT.specifier.contains(Version(version("bokeh")))
+    import distributed.dashboard.core  # noqa: F401 - fails with a bokeh Dask cannot use
