@@ -49,6 +49,36 @@ def test_an_unknown_device_is_refused_at_setup():
                    for note in caught.value.__notes__)
 
 
+def test_cuda_without_a_gpu_raises_the_real_cause_at_setup_and_in_tasks():
+    """``device="cuda"`` where no CUDA device can be opened (no driver): ``setup`` raises the
+    workers' ``BackendNotFound`` saying why, and a numba_cube task there raises it too, not
+    "has no numba_cube client: call setup". Skipped where CUDA (or its simulator) works."""
+    import dask.array as da
+    import numpy as np
+    from dask.distributed import Client, LocalCluster
+
+    import numba_cube as cube
+
+    from kernels_for_tests import notebook_kernels
+
+    try:
+        cube.client("cuda")
+    except cube.BackendNotFound as error:
+        why = str(error)
+    else:
+        pytest.skip("CUDA (a device or the simulator) is available here")
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                      dashboard_address=":0") as cluster, Client(cluster) as client:
+        with pytest.raises(cube.BackendNotFound) as at_setup:
+            cubed.setup(client, device="cuda")
+        assert str(at_setup.value) == why
+        x = da.from_array(np.arange(8.0), chunks=4)
+        with pytest.raises(cube.BackendNotFound) as in_task:
+            client.compute(cubed.map_blocks(notebook_kernels()["square"], x)).result()
+        assert str(in_task.value) == why
+        assert "call" not in str(in_task.value)
+
+
 def test_worker_client_outside_a_worker_is_a_typed_error():
     """``worker_client()`` in the client process: ``ClusterSetupError`` (a ``RuntimeError``)."""
     with pytest.raises(cubed.ClusterSetupError, match="Dask worker"):
