@@ -112,15 +112,35 @@ def per_task_overhead(repeats: int) -> None:
         assert np.array_equal(ours.compute(), plain.compute())       # warm: compiles, imports
         t_ours = median_time(ours.compute, repeats=repeats)
         t_plain = median_time(plain.compute, repeats=repeats)
+        task_ours = median_task_time(client, ours, repeats)
+        task_plain = median_task_time(client, plain, repeats)
     finally:
         client.close()
         cluster.close()
     print(f"1. per-chunk overhead, {n_chunks} chunks of {chunk} float64, 2 workers:")
-    for label, t in (("numba_cube.dask.map_blocks  ", t_ours),
-                     ("dask.array.map_blocks + njit", t_plain)):
-        print(f"     {label} {fmt_time(t)}  ({fmt_time(t / n_chunks)} a chunk)")
+    for label, t, task in (("numba_cube.dask.map_blocks  ", t_ours, task_ours),
+                           ("dask.array.map_blocks + njit", t_plain, task_plain)):
+        print(f"     {label} {fmt_time(t)}  ({fmt_time(t / n_chunks)} a chunk; "
+              f"a chunk's task computes in {fmt_time(task)}, median)")
     print(f"     ratio {t_ours / t_plain:.2f}; numba_cube adds "
-          f"{fmt_time(max(t_ours - t_plain, 0.0) / n_chunks)} a chunk")
+          f"{fmt_time(max(t_ours - t_plain, 0.0) / n_chunks)} a chunk (wall), "
+          f"{fmt_time(task_ours - task_plain)} a chunk (task compute, medians)")
+
+
+def median_task_time(client, array, repeats: int) -> float:
+    """The median time a chunk's task spends computing on its worker, from the scheduler's task
+    stream over ``repeats`` computes: the per-chunk cost without the scheduling around it,
+    which on a loaded machine varies more than the difference measured."""
+    from distributed import get_task_stream
+
+    durations = []
+    for _ in range(repeats):
+        with get_task_stream(client) as stream:
+            array.compute()
+        durations += [s["stop"] - s["start"] for record in stream.data
+                      if not str(record["key"]).startswith("('finalize")
+                      for s in record["startstops"] if s["action"] == "compute"]
+    return float(np.median(durations))
 
 
 def fused_chain(repeats: int) -> None:
