@@ -53,7 +53,7 @@ def map_blocks(kernel, *args, dim=256, count=None, dtype=None, chunks=None, drop
     ``outputs`` arrays."""
     kernel = cube.kernel(kernel)
     args = prepared_args(kernel, args, outputs, "map_blocks")
-    refuse_bad_access(kernel, args, outputs)
+    pure = refuse_bad_access(kernel, args, outputs)
     dtypes = output_dtypes(kernel, args, dtype, checked_meta(meta, f"map_blocks({kernel.name})"),
                            outputs)
     drop_axis = _axes(drop_axis)
@@ -71,7 +71,7 @@ def map_blocks(kernel, *args, dim=256, count=None, dtype=None, chunks=None, drop
                              new_axis=new_axis, meta=chunk_meta(dtypes[0], 0),
                              name="numba_cube-template")
     out_ind, new_axes = _output_index(first.ndim, drop_axis, new_axis, template.chunks)
-    plan = LaunchPlan(TravellingKernel(kernel), dim, count, dtypes)
+    plan = LaunchPlan(TravellingKernel(kernel), dim, count, dtypes, pure_outputs=pure)
     return build(plan, args, out_ind, template.chunks, new_axes)
 
 
@@ -143,9 +143,11 @@ def output_dtypes(kernel, args, dtype, meta, outputs: int) -> tuple[np.dtype, ..
     return tuple(np.dtype(d) for d in dtypes)
 
 
-def refuse_bad_access(kernel: cube.Kernel, args, outputs: int, out_ndim: int | None = None):
+def refuse_bad_access(kernel: cube.Kernel, args, outputs: int,
+                      out_ndim: int | None = None) -> bool:
     """Refuse a kernel that writes an input or never writes an output (module docstring); the
-    outputs have ``out_ndim`` dimensions (the first array argument's unless given)."""
+    outputs have ``out_ndim`` dimensions (the first array argument's unless given). Returns
+    whether every output is a pure output (written, never read)."""
     if out_ndim is None:
         out_ndim = next(a.ndim for a in args if isinstance(a, da.Array))
     ndims = tuple(a.ndim if isinstance(a, da.Array) else None for a in args)
@@ -166,6 +168,7 @@ def refuse_bad_access(kernel: cube.Kernel, args, outputs: int, out_ndim: int | N
                 "map_blocks makes per chunk: every chunk would be left as allocated. The "
                 "outputs are the last parameters (axpy(a, x, y, out) is mapped as "
                 "map_blocks(axpy, a, x, y))")
+    return not any(read for read, _ in access[len(args):])
 
 
 def _axes(axes) -> list[int]:

@@ -40,7 +40,7 @@ def map_overlap(kernel, *args, depth=1, boundary="reflect", trim=True, dim=256, 
     kernel = cube.kernel(kernel)
     what = f"map_overlap({kernel.name}, ...)"
     args = prepared_args(kernel, args, outputs, "map_overlap")
-    refuse_bad_access(kernel, args, outputs)
+    pure = refuse_bad_access(kernel, args, outputs)
     dtypes = output_dtypes(kernel, args, dtype, checked_meta(meta, what), outputs)
     ndim = next(a.ndim for a in args if isinstance(a, da.Array))
     depths = coerce_depth(ndim, depth)
@@ -58,7 +58,9 @@ def map_overlap(kernel, *args, depth=1, boundary="reflect", trim=True, dim=256, 
         tuple(c - sum(_sides(halo, ax, i)) for i, c in enumerate(first.chunks[ax]))
         for ax in range(ndim))
     # trim=False is Dask's "the function trims itself": the kernel writes the trimmed chunk
-    plan = LaunchPlan(TravellingKernel(kernel), dim, count, dtypes, halo if trim else None)
+    # trimmed outputs are views, never pooled; trim=False outputs are whole buffers
+    plan = LaunchPlan(TravellingKernel(kernel), dim, count, dtypes, halo if trim else None,
+                      pure_outputs=pure)
     return build(plan, grown, tuple(range(ndim))[::-1], out_chunks, {},
                  first.chunks if trim else None)
 

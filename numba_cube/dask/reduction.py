@@ -43,11 +43,11 @@ def reduction(kernel, *args, combine=np.sum, aggregate=None, partials=None, dim=
     """A kernel's per-chunk partials reduced to one value; see the module docstring."""
     kernel = cube.kernel(kernel)
     args = prepared_args(kernel, args, 1, "reduction")
-    refuse_bad_access(kernel, args, 1, out_ndim=1)
+    pure = refuse_bad_access(kernel, args, 1, out_ndim=1)
     (out_dtype,) = output_dtypes(kernel, args, dtype, None, 1)
     first = next(a for a in args if isinstance(a, da.Array))
     ind = tuple(range(first.ndim))
-    plan = LaunchPlan(TravellingKernel(kernel), dim, count, (out_dtype,))
+    plan = LaunchPlan(TravellingKernel(kernel), dim, count, (out_dtype,), pure_outputs=pure)
     token = tokenize(plan, partials, combine, *args)
     name = f"{kernel.name}-partials-{token}"
     argpairs = [x for a in args for x in ((handles_of(a), ind) if isinstance(a, da.Array)

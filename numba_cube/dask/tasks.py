@@ -1,9 +1,10 @@
 """The tasks a numba_cube dask array runs on the workers: one launch per chunk, and its read.
 
 ``launch_block`` launches the kernel on the worker's client, with the chunk's arguments followed
-by new output buffers of the output chunk's shape (Dask hands each task its output chunk's shape
+by output buffers of the output chunk's shape (Dask hands each task its output chunk's shape
 and index, ``graph.launch_layer``), and returns the output handles: views of them when a halo is
-trimmed (``map_overlap``: the trim stays on the device). ``read_block`` turns a handle chunk into
+trimmed (``map_overlap``: the trim stays on the device). NumPy input chunks and free pure
+outputs use this thread's reused buffers (``staging.py``), so launches repeat exactly. ``read_block`` turns a handle chunk into
 an array chunk (``chunks.array_chunk``).
 
 Every error a task raises about a chunk names the kernel (a ``LaunchFailure`` names the kernel
@@ -26,6 +27,7 @@ from .chunks import array_chunk
 from .kernels import TravellingKernel
 from .plugin import client_of, this_worker_address, worker_client
 from .serialize import FailedChunk, raise_failure
+from .staging import pooled_output, staged_input
 
 
 class HaloTrim(NamedTuple):
@@ -52,6 +54,8 @@ class LaunchPlan(NamedTuple):
     count: Callable | None
     out_dtypes: tuple[np.dtype, ...]
     trim: HaloTrim | None = None
+    #: every output is a pure output (written, never read): its buffer may be a pooled one
+    pure_outputs: bool = False
 
     @property
     def kernel_name(self) -> str:
@@ -86,8 +90,13 @@ def launch_grid(plan: LaunchPlan, cubes, out_shape: tuple, block_id: tuple, bloc
         # one copy per distinct chunk: axpy(a, x, x) gets the same chunk twice
         copies: dict[int, object] = {}
         args = [copies[id(b)] if id(b) in copies
-                else copies.setdefault(id(b), _on_device(client, b)) for b in blocks]
-        outs = [client.empty(out_shape, dtype) for dtype in plan.out_dtypes]
+                else copies.setdefault(id(b), _on_device(client, b, kernel.id, slot))
+                for slot, b in enumerate(blocks)]
+        if plan.pure_outputs and plan.trim is None:
+            outs = [pooled_output(client, kernel.id, slot, out_shape, dtype)
+                    for slot, dtype in enumerate(plan.out_dtypes)]
+        else:
+            outs = [client.empty(out_shape, dtype) for dtype in plan.out_dtypes]
         # real_run: a precompile's dry run is process-wide, and must not skip this job's launches
         with cube.real_run():
             client.launch(kernel, cubes, plan.dim, *args, *outs)
@@ -100,7 +109,7 @@ def launch_grid(plan: LaunchPlan, cubes, out_shape: tuple, block_id: tuple, bloc
     return outs[0] if len(outs) == 1 else tuple(outs)
 
 
-def _on_device(client, block):
+def _on_device(client, block, owner: str, slot: int):
     if isinstance(block, FailedChunk):
         raise_failure(block)
     if isinstance(block, Handle):
@@ -108,7 +117,7 @@ def _on_device(client, block):
             return client.create(array_chunk(block, client_of(block)))
         return block
     if isinstance(block, np.ndarray):
-        return client.create(block)
+        return staged_input(client, owner, slot, block)
     return block
 
 
