@@ -19,6 +19,7 @@ the core never imports this package. What it offers::
 | serialize.py | handles crossing workers as host bytes; failed chunks as their ``LaunchFailure`` |
 | chunks.py | what a chunk of the arrays returned is (NumPy today): the one place that decides |
 | tasks.py | the tasks on the workers: a launch per chunk, its read, notes naming chunk and worker |
+| staging.py | buffers a worker thread reuses between chunks, so that launches repeat exactly |
 | graph.py | the layers: names after the kernel (``axpy-<token>``), handle and read layers |
 | blocks.py | ``map_blocks``: Dask's shape arguments, several outputs |
 | overlap.py | ``map_overlap``: halos and boundaries as Dask's, trimmed on the device |
