@@ -4,8 +4,8 @@
 by output buffers of the output chunk's shape (Dask hands each task its output chunk's shape
 and index, ``graph.launch_layer``), and returns the output handles: views of them when a halo is
 trimmed (``map_overlap``: the trim stays on the device). NumPy input chunks and free pure
-outputs use this thread's reused buffers (``staging.py``), so launches repeat exactly. ``read_block`` turns a handle chunk into
-an array chunk (``chunks.array_chunk``).
+outputs use this thread's reused buffers (``staging.py``), so launches repeat exactly.
+``read_block`` turns a handle chunk into an array chunk (``chunks.array_chunk``).
 
 Every error a task raises about a chunk names the kernel (a ``LaunchFailure`` names the kernel
 that failed first, and its chain), and a note gives the chunk's index, the array and the Dask
