@@ -41,7 +41,7 @@ from numba_cube.errors import LaunchArgumentError
 from numba_cube.kernel.kernel import resolve_access
 
 from .chunks import checked_meta, chunk_meta
-from .graph import (handles_name, handles_of, launch_layer, launch_name, output_names,
+from .graph import (handles_name, launch_handles, launch_layer, launch_name, output_names,
                     read_layer, select_output)
 from .kernels import TravellingKernel
 from .tasks import LaunchPlan, launch_block
@@ -84,7 +84,8 @@ def build(plan: LaunchPlan, args, out_ind: tuple, out_chunks: tuple, new_axes: d
     """The launch layer of ``plan`` over ``args`` and the arrays read from it (``graph.py``);
     ``launch_chunks``: the shapes the launches write, if not ``out_chunks`` (a halo's)."""
     in_ind = tuple(range(max(a.ndim for a in args if isinstance(a, da.Array))))[::-1]
-    argpairs = [(handles_of(a), in_ind) if isinstance(a, da.Array) else (a, None) for a in args]
+    argpairs = [(launch_handles(a), in_ind) if isinstance(a, da.Array) else (a, None)
+                for a in args]
     token = tokenize(plan.travelling, plan.dim, plan.count, plan.out_dtypes, plan.trim,
                      out_chunks, *args)
     name = plan.kernel_name

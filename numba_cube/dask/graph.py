@@ -15,7 +15,8 @@ last kernel (with ``array-`` in front when it starts at a ``from_array``).
 With several outputs the launch layer ``axpy-launches-<token>`` holds a tuple of handles per
 chunk, and each output ``i`` has its own array ``axpy-<token_i>`` over its handles
 ``axpy-launch-<token_i>``. A later launch finds the handle layer under an array by that name
-(``handles_of``), in the graph the array already holds.
+(``launch_handles``), in the graph the array already holds; ``handles_of`` gives users those
+chunks through one more layer, ``axpy-handles-<token>``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from dask.base import tokenize
 from dask.layers import ArrayBlockIdDep, ArrayChunkShapeDep
 
 from .chunks import chunk_meta
+from .staging import expose
 from .tasks import read_block
 
 LAUNCH_INFIX = "-launch-"
@@ -54,16 +56,29 @@ def launch_name(kernel_name: str, token: str, outputs: int) -> str:
     return f"{kernel_name}-launches-{token}"
 
 
-def handles_of(arg):
-    """The handle chunks under an array ``map_blocks`` returned (a Dask array whose chunks are
-    numba_cube ``Handle``s, kept on their workers when persisted), else ``arg`` itself (another
-    array, or one rebuilt from its read chunks: persisted, sliced)."""
+def launch_handles(arg):
+    """The handle layer under an array ``map_blocks`` returned, for numba_cube's own launches,
+    else ``arg`` itself (another array, or one rebuilt from its read chunks: persisted,
+    sliced)."""
     if not isinstance(arg, da.Array) or "-" not in arg.name:
         return arg
     name = handles_name(arg.name)
     if name not in arg.dask.layers or arg.name not in arg.dask.layers:
         return arg
     return da.Array(arg.dask, name, arg.chunks, meta=chunk_meta(arg.dtype, arg.ndim))
+
+
+def handles_of(arg):
+    """The handle chunks under an array ``map_blocks`` returned (a Dask array whose chunks are
+    numba_cube ``Handle``s, kept on their workers when persisted), else ``arg`` itself. Its
+    layer ``axpy-handles-<token>`` marks each chunk as seen by user code, so its worker never
+    reuses the buffer (``staging.py``: a view made of it would not show)."""
+    found = launch_handles(arg)
+    if found is arg:
+        return arg
+    prefix, _, token = arg.name.rpartition("-")
+    return da.map_blocks(expose, found, name=f"{prefix}-handles-{token}",
+                         meta=chunk_meta(arg.dtype, arg.ndim))
 
 
 def launch_layer(task, name: str, out_ind: tuple, out_chunks: tuple, new_axes: dict,

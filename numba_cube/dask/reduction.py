@@ -33,7 +33,7 @@ import numba_cube as cube
 
 from .blocks import output_dtypes, prepared_args, refuse_bad_access
 from .chunks import chunk_meta
-from .graph import handles_of
+from .graph import launch_handles
 from .kernels import TravellingKernel
 from .tasks import LaunchPlan, grid_for, launch_grid, read_block
 
@@ -50,7 +50,7 @@ def reduction(kernel, *args, combine=np.sum, aggregate=None, partials=None, dim=
     plan = LaunchPlan(TravellingKernel(kernel), dim, count, (out_dtype,), pure_outputs=pure)
     token = tokenize(plan, partials, combine, *args)
     name = f"{kernel.name}-partials-{token}"
-    argpairs = [x for a in args for x in ((handles_of(a), ind) if isinstance(a, da.Array)
+    argpairs = [x for a in args for x in ((launch_handles(a), ind) if isinstance(a, da.Array)
                                           else (a, None))]
     per_chunk = da.blockwise(
         functools.partial(_chunk_partials, plan, partials, combine, name), ind,

@@ -19,7 +19,9 @@ in a fused chain each kernel's launch then repeats its own previous one):
   buffer, which replaces it in the pool. Only *pure* outputs are pooled (written, never read,
   by the IO analysis: CONTRACT.md section 4.2): a launch into a pure output never reads what a
   previous chunk left there, not even its failure, which it repairs. Trimmed halos
-  (``map_overlap``) are views of their buffer and are never pooled.
+  (``map_overlap``) are views of their buffer and are never pooled. A view holds its buffer, not
+  the handle it was made from, so a view made by user code would not show in that count: handle
+  chunks handed to user code (``handles_of``) are marked ``exposed`` and never reused.
 
 Only chunks up to ``MAX_POOLED_BYTES`` are pooled, and at most ``MAX_ENTRIES`` buffers per
 thread: the launch path's cost matters for small chunks, and a pool must not hold memory that
@@ -31,6 +33,7 @@ from __future__ import annotations
 import math
 import sys
 import threading
+import weakref
 
 import numpy as np
 
@@ -38,6 +41,22 @@ MAX_POOLED_BYTES = 1 << 20
 MAX_ENTRIES = 16
 
 _local = threading.local()
+# Handle chunks user code got (handles_of): never handed out again, whoever holds them or views
+_exposed: weakref.WeakSet = weakref.WeakSet()
+_exposed_lock = threading.Lock()
+
+
+def expose(handle):
+    """Mark a handle chunk as handed to user code: its buffer is never reused (module
+    docstring). Returns it."""
+    with _exposed_lock:
+        _exposed.add(handle)
+    return handle
+
+
+def _is_exposed(handle) -> bool:
+    with _exposed_lock:
+        return handle in _exposed
 
 
 def _pool() -> dict:
@@ -80,7 +99,7 @@ def pooled_output(client, owner: str, slot: int, shape: tuple, dtype: np.dtype):
     pool = _pool()
     key = (client.device, owner, "out", slot, tuple(shape), dtype.str)
     # two references when only the pool holds it: the pool's and getrefcount's argument
-    if key in pool and sys.getrefcount(pool[key]) == 2:
+    if key in pool and sys.getrefcount(pool[key]) == 2 and not _is_exposed(pool[key]):
         handle = pool[key]
         _remember(pool, key, handle)
         return handle

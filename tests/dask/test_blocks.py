@@ -15,7 +15,7 @@ from numba import cuda
 
 import numba_cube as cube
 import numba_cube.dask as cubed
-from numba_cube.dask.graph import LAUNCH_INFIX, handles_of
+from numba_cube.dask.graph import LAUNCH_INFIX, launch_handles
 
 from kernels_for_tests import notebook_kernels
 
@@ -91,8 +91,8 @@ def test_chunks_between_kernels_stay_handles_in_worker_memory(thread_client):
     x = da.from_array(np.arange(4000.0), chunks=1000)
     y = cubed.map_blocks(axpy, 1.0, x, x, dim=256)
     z = cubed.map_blocks(square, y, dim=256)
-    z_handles = handles_of(z)
-    y_handles = handles_of(y)
+    z_handles = launch_handles(z)
+    y_handles = launch_handles(y)
     assert LAUNCH_INFIX in z_handles.name
     assert z_handles.dask.dependencies[z_handles.name] == {y_handles.name}
     persisted = thread_client.persist(z_handles)

@@ -12,7 +12,7 @@ from numba import cuda
 
 import numba_cube as cube
 import numba_cube.dask as cubed
-from numba_cube.dask.graph import LAUNCH_INFIX, handles_of
+from numba_cube.dask.graph import LAUNCH_INFIX, launch_handles
 
 
 @cube.kernel
@@ -126,9 +126,9 @@ def test_the_trimmed_chunks_feed_the_next_kernel_as_handles(thread_client):
     x = da.from_array(xn, chunks=10)
     smoothed = cubed.map_overlap(smooth, x, depth=1, boundary="nearest", dim=16)
     squared = cubed.map_blocks(square, smoothed, dim=16)
-    below = handles_of(squared)
-    assert below.dask.dependencies[below.name] == {handles_of(smoothed).name}
-    assert LAUNCH_INFIX in handles_of(smoothed).name
+    below = launch_handles(squared)
+    assert below.dask.dependencies[below.name] == {launch_handles(smoothed).name}
+    assert LAUNCH_INFIX in launch_handles(smoothed).name
     np.testing.assert_array_equal(squared.compute(), _numpy_reference(xn, "nearest") ** 2)
 
 

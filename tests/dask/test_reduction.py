@@ -11,7 +11,7 @@ from numba import cuda
 
 import numba_cube as cube
 import numba_cube.dask as cubed
-from numba_cube.dask.graph import handles_of
+from numba_cube.dask.graph import launch_handles
 
 
 @cube.kernel
@@ -76,7 +76,7 @@ def test_a_dot_product_after_a_chain_takes_the_chains_handles(thread_client):
     y = cubed.map_blocks(axpy, 2.0, x, x, dim=64)
     dot = cubed.reduction(products, y, x, partials=lambda shape: shape[0], dim=64)
     partial_layer = next(n for n in dot.dask.layers if n.startswith("products-partials-"))
-    assert handles_of(y).name in dot.dask.dependencies[partial_layer]
+    assert launch_handles(y).name in dot.dask.dependencies[partial_layer]
     np.testing.assert_allclose(dot.compute(), np.dot(3.0 * xn, xn), rtol=1e-12)
 
 

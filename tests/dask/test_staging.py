@@ -72,6 +72,21 @@ def test_an_output_still_held_is_not_handed_out_again():
     assert not any(big in key for key in staging._pool())
 
 
+def test_an_exposed_output_is_never_reused_even_when_only_a_view_holds_it():
+    """A view holds the buffer, not the handle it came from: once user code had the handle
+    (``expose``, what ``handles_of`` does), dropping the handle while a view lives does not
+    free it for reuse, and the view keeps its values."""
+    client = cube.client("cpu")
+    dtype = np.dtype(np.float64)
+    handle = staging.pooled_output(client, "test-exposed", 0, (8,), dtype)
+    client.write(handle, np.arange(8.0))
+    view = staging.expose(handle)[2:]
+    del handle
+    fresh = staging.pooled_output(client, "test-exposed", 0, (8,), dtype)
+    client.write(fresh, np.full(8, -1.0))
+    np.testing.assert_array_equal(client.read(view), np.arange(2.0, 8.0))
+
+
 def test_a_persisted_chain_keeps_its_chunks_while_later_chunks_reuse_buffers(thread_client):
     """The first kernel's handle chunks persisted (Dask holds them), then a second kernel over
     them, and the first kernel again over the same shapes (its pooled buffers are the persisted
