@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import time
 
+import dask
 import dask.array as da
+import dask.distributed
 import numpy as np
 import pytest
 from distributed.scheduler import KilledWorker
@@ -45,24 +47,30 @@ def _allowed_failures(value=None, dask_scheduler=None):
 
 
 def test_a_worker_killed_by_a_kernel_names_the_kernel_and_the_chunk(process_client):
-    """A wild write (2**61 bytes past its buffer, bounds checks off: ``boundscheck=False``) in
-    chunk 2 segfaults the worker process running it. The scheduler retries a task whose worker died (``allowed-failures``, 1 here
-    rather than Dask's 3, so two workers die, not four); the other tasks that worker held go
-    elsewhere, and ``compute()`` raises ``KilledWorker`` naming the crashing task, which carries
-    the kernel's name and the chunk's index. The nannies start new workers, the plugin gives
-    them clients, and the next job gives NumPy's result on two workers."""
+    """A wild write (2**61 bytes past its buffer, bounds checks off: ``boundscheck=False``)
+    segfaults the worker process running it. The scheduler retries a task whose worker died
+    (``allowed-failures``, 0 here rather than Dask's 3, so one worker dies, not four), and the
+    chunk's future raises ``KilledWorker`` naming the crashing task, whose key carries the
+    kernel's name and the chunk's index. The nanny starts a new worker, the plugin gives it a
+    client, and the next job gives NumPy's result on two workers."""
     kernels = notebook_kernels()
     xn = np.arange(400.0)
     xn[250] = -1.0
-    x = da.from_array(xn, chunks=100)
+    # one chunk, (2,) of a slice: Dask counts every task a dying worker held as suspect, so
+    # with more chunks the KilledWorker raised first may name one that merely waited there
+    x = da.from_array(xn, chunks=100).blocks[2:3]
     # bounds checks (on by default) would turn the wild write into the kernel's IndexError
     cubed.setup(process_client, device="cpu", boundscheck=False)
-    before = process_client.run_on_scheduler(_allowed_failures, 1)
+    before = process_client.run_on_scheduler(_allowed_failures, 0)
     try:
+        # persisted: the chunk's own task (compute() would fuse the one chunk with Dask's
+        # finalize step into a task with no chunk index)
+        chunk = process_client.persist(cubed.map_blocks(kernels["wild_write"], x, dim=64))
         with pytest.raises(KilledWorker) as caught:
-            cubed.map_blocks(kernels["wild_write"], x, dim=64).compute()
+            dask.distributed.wait(chunk)
+            chunk.compute()
         message = str(caught.value)
-        assert "wild_write-" in message and ", 2)" in message, message
+        assert "wild_write-" in message and ", 0)" in message, message
         deadline = time.monotonic() + 60
         while len(process_client.scheduler_info(n_workers=-1)["workers"]) < 2:
             assert time.monotonic() < deadline, "the nanny did not bring the worker back"
