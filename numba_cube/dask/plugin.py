@@ -18,13 +18,15 @@ one plugin object may be handed to several workers, and the plugin must not mix 
 
 from __future__ import annotations
 
+import copy
 import itertools
 import threading
+import warnings
 
 from distributed import WorkerPlugin, get_worker
 
 import numba_cube as cube
-from numba_cube.errors import CubeError
+from numba_cube.errors import CubeError, CubeWarning
 
 # No import of serialize here (it imports this module): unpickling the plugin on a worker
 # imports this package first, whose __init__ registers the handle serializer.
@@ -32,6 +34,9 @@ from numba_cube.errors import CubeError
 PLUGIN_NAME = "numba_cube"
 
 _clients: dict[str, cube.Client] = {}
+# Why a worker has no client: the error its plugin's setup raised (BackendNotFound, say), so that
+# tasks there raise the cause rather than "call setup".
+_setup_errors: dict[str, BaseException] = {}
 _clients_lock = threading.Lock()
 # The next logical CPU device a worker of this process takes (see the module docstring).
 _cpu_indices = itertools.count()
@@ -53,16 +58,48 @@ class CubeWorkerPlugin(WorkerPlugin):
         self.options = options
 
     def setup(self, worker) -> None:
+        _numba_reads_the_workers_environment()
         device = self.device
         if device == "cpu":
             device = f"cpu:{next(_cpu_indices)}"
-        new_client = cube.client(device, **self.options)
+        try:
+            new_client = cube.client(device, **self.options)
+        except Exception as error:
+            with _clients_lock:
+                _clients.pop(worker.address, None)
+                _setup_errors[worker.address] = error
+            raise
         with _clients_lock:
             _clients[worker.address] = new_client
+            _setup_errors.pop(worker.address, None)
 
     def teardown(self, worker) -> None:
         with _clients_lock:
             _clients.pop(worker.address, None)
+            _setup_errors.pop(worker.address, None)
+
+
+def _numba_reads_the_workers_environment() -> None:
+    """Make Numba read ``NUMBA_NUM_THREADS`` (and its other variables) from the environment the
+    worker has now, before any kernel runs.
+
+    Why: a Dask nanny applies a worker's ``env=`` after the worker process has imported Numba,
+    whose config read the variables at import. Numba re-reads them only when it compiles; a
+    numba_cube kernel loaded from the disk cache compiles nothing, so its first parallel loop
+    launches Numba's thread pool with the count read at import, and the next ``@njit`` compile
+    in that worker then fails with Numba's "Cannot set NUMBA_NUM_THREADS to a different value
+    once the threads have been launched". Re-reading here, while no pool runs, launches the
+    pool with the environment's count. If a pool already runs with another count (something
+    ran Numba's parallel code before the plugin), nothing can change it: a warning says so."""
+    from numba.core import config as numba_config
+
+    try:
+        numba_config.reload_config()
+    except RuntimeError as error:
+        warnings.warn(f"numba_cube.dask: Numba's thread pool already runs in this worker with "
+                      f"another thread count than its environment's NUMBA_NUM_THREADS ({error}); "
+                      "set it before the worker starts (LocalCluster(env=...) is applied late)",
+                      CubeWarning, stacklevel=2)
 
 
 def setup(client, device: str = "cpu", **options) -> dict[str, str]:
@@ -74,11 +111,7 @@ def setup(client, device: str = "cpu", **options) -> dict[str, str]:
 
 def _this_workers_device(dask_worker) -> str:
     # client.run hands the worker in (get_worker() is for tasks, not for run's functions)
-    found = _clients.get(dask_worker.address)
-    if found is None:
-        raise ClusterSetupError(f"the numba_cube plugin did not set up Dask worker "
-                                f"{dask_worker.address}; its log says why")
-    return found.device
+    return _client_or_cause(dask_worker.address).device
 
 
 def worker_client() -> cube.Client:
@@ -88,12 +121,32 @@ def worker_client() -> cube.Client:
         address = get_worker().address
     except ValueError:
         raise ClusterSetupError("worker_client() is for code running on a Dask worker") from None
+    return _client_or_cause(address)
+
+
+def _client_or_cause(address: str) -> cube.Client:
+    """The worker's client; else the error its setup raised (a copy, noted with the worker: the
+    real cause, BackendNotFound say), else ``ClusterSetupError`` saying to call ``setup``."""
     found = _clients.get(address)
-    if found is None:
-        raise ClusterSetupError(
-            f"Dask worker {address} has no numba_cube client: call "
-            "numba_cube.dask.setup(client, device=...) before running numba_cube tasks")
-    return found
+    if found is not None:
+        return found
+    cause = _setup_errors.get(address)
+    if cause is not None:
+        error = copy.copy(cause)
+        error.add_note(f"numba_cube.dask.setup could not make a numba_cube client on Dask "
+                       f"worker {address}: this is its error")
+        raise error
+    raise ClusterSetupError(
+        f"Dask worker {address} has no numba_cube client: call "
+        "numba_cube.dask.setup(client, device=...) before running numba_cube tasks")
+
+
+def this_worker_address() -> str:
+    """The address of the Dask worker running the calling task, or ``"?"`` outside one."""
+    try:
+        return get_worker().address
+    except ValueError:
+        return "?"
 
 
 def client_of(handle) -> cube.Client:

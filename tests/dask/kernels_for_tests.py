@@ -37,6 +37,14 @@ def wild_read(x, out):
     if i < out.size:
         out[i] = x[i + 10 ** 9] if i == out.size - 1 else x[i]
 
+def wild_write(x, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = x[i]
+        if x[i] < 0.0:
+            # 2**61 bytes past the buffer: not a canonical address, the process segfaults
+            out[i + 288230376151711744] = 1.0
+
 def slow_sum_of_powers(x, out):
     i = cuda.grid(1)
     if i < out.size:
@@ -58,4 +66,4 @@ def notebook_kernels() -> dict[str, cube.Kernel]:
     exec(compile(SOURCE, filename, "exec"), namespace)
     return {name: cube.kernel(namespace[name])
             for name in ("axpy", "square", "fail_on_negative", "slow_sum_of_powers",
-                         "wild_read")}
+                         "wild_read", "wild_write")}

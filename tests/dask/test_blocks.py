@@ -15,7 +15,7 @@ from numba import cuda
 
 import numba_cube as cube
 import numba_cube.dask as cubed
-from numba_cube.dask.blocks import HANDLES_PREFIX, handles_of
+from numba_cube.dask.graph import LAUNCH_INFIX, launch_handles
 
 from kernels_for_tests import notebook_kernels
 
@@ -91,9 +91,9 @@ def test_chunks_between_kernels_stay_handles_in_worker_memory(thread_client):
     x = da.from_array(np.arange(4000.0), chunks=1000)
     y = cubed.map_blocks(axpy, 1.0, x, x, dim=256)
     z = cubed.map_blocks(square, y, dim=256)
-    z_handles = handles_of(z)
-    y_handles = handles_of(y)
-    assert z_handles.name.startswith(HANDLES_PREFIX)
+    z_handles = launch_handles(z)
+    y_handles = launch_handles(y)
+    assert LAUNCH_INFIX in z_handles.name
     assert z_handles.dask.dependencies[z_handles.name] == {y_handles.name}
     persisted = thread_client.persist(z_handles)
     dask.distributed.wait(persisted)
@@ -219,7 +219,7 @@ def test_a_worker_killed_mid_job_loses_nothing(process_client):
     while victim is None and time.monotonic() < deadline:
         # kill a worker once it holds a finished chunk of the job: that chunk is then lost
         for address, keys in process_client.has_what().items():
-            if any(HANDLES_PREFIX in str(k) for k in keys):
+            if any(LAUNCH_INFIX in str(k) for k in keys):
                 victim = address
                 break
         time.sleep(0.01)
@@ -231,3 +231,106 @@ def test_a_worker_killed_mid_job_loses_nothing(process_client):
     expected = np.concatenate([((part[:, None] * 0.999) ** 2 / (k + 1.0)).sum(axis=1)
                                for part in np.split(xn, 24)]) ** 2
     np.testing.assert_allclose(result, expected, rtol=1e-12)
+
+
+@cube.kernel
+def first_two(x, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = x[i]
+
+
+@cube.kernel
+def row_sums(x, out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        acc = 0.0
+        for j in range(x.shape[1]):
+            acc += x[i, j]
+        out[i] = acc
+
+
+@cube.kernel
+def spread(x, out):
+    i, j = cuda.grid(2)
+    if i < out.shape[0] and j < out.shape[1]:
+        out[i, j] = x[i] * (j + 1)
+
+
+@cube.kernel
+def truncate(x, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = x[i]
+
+
+@cube.kernel
+def split_signs(x, negative, positive):
+    i = cuda.grid(1)
+    if i < x.size:
+        negative[i] = min(x[i], 0.0)
+        positive[i] = max(x[i], 0.0)
+
+
+def test_chunks_gives_each_output_chunk_its_shape(thread_client):
+    """``chunks=(2,)``: every output chunk has 2 elements, the first two of its input chunk, as
+    ``dask.array.map_blocks`` of the NumPy equivalent gives."""
+    xn = np.arange(23.0)
+    x = da.from_array(xn, chunks=5)
+    ours = cubed.map_blocks(first_two, x, chunks=(2,), dim=32)
+    plain = da.map_blocks(lambda b: b[:2], x, chunks=(2,))
+    assert ours.chunks == plain.chunks == ((2,) * 5,)
+    np.testing.assert_array_equal(ours.compute(), plain.compute())
+
+
+def test_drop_axis_gives_the_kernel_whole_rows(thread_client):
+    """``drop_axis=1`` over an array chunked along axis 1 too: each launch gets whole rows (Dask
+    concatenates along a dropped axis; here the input is made one chunk along it) and the
+    result is NumPy's row sums (integer-valued floats: exact in any order)."""
+    xn = np.arange(12.0 * 10).reshape(12, 10)
+    x = da.from_array(xn, chunks=(5, 4))
+    out = cubed.map_blocks(row_sums, x, drop_axis=1, dim=8)
+    assert out.shape == (12,) and out.chunks == ((5, 5, 2),)
+    np.testing.assert_array_equal(out.compute(), xn.sum(axis=1))
+
+
+def test_new_axis_with_its_chunks(thread_client):
+    """``new_axis=1`` with ``chunks`` giving its size: a 2-D output of NumPy's values."""
+    xn = np.arange(9.0)
+    x = da.from_array(xn, chunks=4)
+    out = cubed.map_blocks(spread, x, new_axis=1, chunks=(x.chunks[0], 3), dim=(4, 4),
+                           count=lambda shape: ((shape[0] + 3) // 4, 1))
+    assert out.chunks == ((4, 4, 1), (3,))
+    np.testing.assert_array_equal(out.compute(), xn[:, None] * np.arange(1, 4))
+
+
+def test_dtype_and_meta_set_the_output_dtype(thread_client):
+    """``dtype=`` (or a NumPy ``meta=``) is the output's dtype: the kernel's stores convert to
+    it as NumPy's ``astype`` does; a meta that is not a NumPy array is refused."""
+    xn = np.linspace(-3.7, 5.2, 17)
+    x = da.from_array(xn, chunks=6)
+    as_int = cubed.map_blocks(truncate, x, dtype=np.int32)
+    assert as_int.dtype == np.int32
+    np.testing.assert_array_equal(as_int.compute(), xn.astype(np.int32))
+    as_f32 = cubed.map_blocks(truncate, x, meta=np.empty((0,), np.float32))
+    assert as_f32.dtype == np.float32 and as_f32.compute().dtype == np.float32
+    np.testing.assert_array_equal(as_f32.compute(), xn.astype(np.float32))
+    with pytest.raises(cube.LaunchArgumentError, match="meta"):
+        cubed.map_blocks(truncate, x, meta=[])
+
+
+def test_several_outputs_share_one_launch_per_chunk(thread_client):
+    """``outputs=2``: a tuple of two arrays, each NumPy's, from one launch per chunk (the graph
+    computing both has one launch task per chunk)."""
+    xn = np.random.default_rng(2).standard_normal(40)
+    x = da.from_array(xn, chunks=15)
+    negative, positive = cubed.map_blocks(split_signs, x, outputs=2, dtype=[np.float64,
+                                                                           np.float32])
+    assert positive.dtype == np.float32
+    got_negative, got_positive = dask.compute(negative, positive)
+    np.testing.assert_array_equal(got_negative, np.minimum(xn, 0.0))
+    np.testing.assert_array_equal(got_positive, np.maximum(xn, 0.0).astype(np.float32))
+    graph = {**dict(negative.dask), **dict(positive.dask)}
+    assert len([k for k in graph if "split_signs-launches-" in k[0]]) == 3
+    with pytest.raises(cube.LaunchArgumentError, match="outputs"):
+        cubed.map_blocks(split_signs, x, outputs=3)

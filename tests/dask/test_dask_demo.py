@@ -16,4 +16,4 @@ def test_demo_dask_runs_and_explains(capsys):
     assert "equal to NumPy's: True" in out
     assert "LaunchFailure of kernel checked_sqrt-" in out
     assert "root cause: ValueError: a negative input reached checked_sqrt" in out
-    assert "failed on Dask worker tcp://" in out
+    assert "numba_cube.dask: chunk (3,) of square-" in out and "on Dask worker tcp://" in out
