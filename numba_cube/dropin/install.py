@@ -1,0 +1,81 @@
+"""Putting the layer in place on the imported ``numba.cuda`` module, and taking it away.
+
+``install(device)`` makes the layer's client (``cube.client(device, **options)``) and sets the
+attributes of ``numba.cuda`` that ``exports.py`` classes as served (the layer's objects) or refused
+(functions raising ``UnsupportedAPIError``), keeping numba-cuda's originals; ``uninstall()`` puts
+them back. Code that did ``from numba import cuda`` before the install sees the layer, because it
+looks ``cuda.to_device`` up at call time; a name imported by value before the install
+(``from numba.cuda import to_device``) keeps numba-cuda's object, so ``python -m numba_cube run``
+installs before the program's first line.
+
+Installing twice changes the device (the originals kept are still numba-cuda's own); it is refused
+under numba-cuda's simulator (``NUMBA_ENABLE_CUDASIM=1``), whose ``cuda`` module is another object.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+
+__all__ = ["install", "uninstall", "installed_device"]
+
+_MISSING = object()
+_originals: dict = {}
+_lock = threading.Lock()
+_device: str | None = None
+
+
+def install(device: str = "cpu", **client_options) -> None:
+    """Serve ``numba.cuda`` with numba_cube on ``device`` (``"cpu"``, ``"cuda"``, ...)."""
+    global _device
+    from numba.cuda.core import config as cuda_config
+
+    if cuda_config.ENABLE_CUDASIM:
+        raise RuntimeError("numba_cube.install() cannot serve numba.cuda under numba-cuda's "
+                           "simulator (NUMBA_ENABLE_CUDASIM=1): unset the variable")
+    import numba.cuda as cuda_module
+
+    import numba_cube as cube
+
+    from . import dispatcher, exports
+    from .state import set_layer_client
+
+    client = cube.client(device, **client_options)
+    with _lock:
+        if not _originals:
+            for name in (*exports.SERVED, *exports.REFUSED):
+                _originals[name] = getattr(cuda_module, name, _MISSING)
+            dispatcher.set_original_jit(_originals["jit"])
+        set_layer_client(client)
+        for name, room in exports.SERVED.items():
+            module = importlib.import_module(f"{__package__}.{room}")
+            setattr(cuda_module, name, getattr(module, name))
+        for name in exports.REFUSED:
+            setattr(cuda_module, name, exports.refusal(name))
+        _device = client.device
+
+
+def uninstall() -> None:
+    """Put numba-cuda's own objects back (waiting for the layer's work first)."""
+    global _device
+    import numba.cuda as cuda_module
+
+    from .state import layer_client, set_layer_client
+
+    with _lock:
+        if not _originals:
+            return
+        layer_client().sync()
+        for name, value in _originals.items():
+            if value is _MISSING:
+                delattr(cuda_module, name)
+            else:
+                setattr(cuda_module, name, value)
+        _originals.clear()
+        set_layer_client(None)
+        _device = None
+
+
+def installed_device() -> str | None:
+    """The device the layer serves numba.cuda with (``"cpu:0"``), or None."""
+    return _device

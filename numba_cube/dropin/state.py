@@ -1,0 +1,64 @@
+"""Which client the drop-in layer serves numba.cuda with, and what it launched since a sync.
+
+``numba_cube.install(device)`` sets the client here; every room of the layer (device arrays,
+memory, streams, the dispatcher) asks ``layer_client()`` for it, so one process has one
+numba.cuda "device" at a time, as a numba.cuda program with one selected GPU has.
+
+numba.cuda reports a kernel's failure where the program next waits for it (a copy to the host,
+``cuda.synchronize()``, ``stream.synchronize()``). numba_cube records it on the buffers the launch
+should have written. So asynchronous launches note their array arguments here, and a
+synchronize checks them after waiting (``raise_pending_failures``). The list is bounded: past
+``MAX_PENDING`` launches the oldest are dropped, whose failures still surface at the copy to the
+host that reads their buffers (never silently: a failed buffer cannot be read).
+"""
+
+from __future__ import annotations
+
+import threading
+
+__all__ = ["layer_client", "set_layer_client", "note_launched", "raise_pending_failures",
+           "MAX_PENDING"]
+
+#: how many asynchronous launches' buffers a synchronize checks at most
+MAX_PENDING = 4096
+
+_client = None
+_pending: list = []
+_lock = threading.Lock()
+
+
+def set_layer_client(client) -> None:
+    """The client numba.cuda calls go to (``None``: the layer is not installed)."""
+    global _client
+    _client = client
+    with _lock:
+        _pending.clear()
+
+
+def layer_client():
+    """The installed client; ``RuntimeError`` when the layer is not installed."""
+    client = _client
+    if client is None:
+        raise RuntimeError("numba_cube's numba.cuda layer is not installed: call "
+                           "numba_cube.install('cpu') first (or run the program with "
+                           "python -m numba_cube run)")
+    return client
+
+
+def note_launched(handles: tuple) -> None:
+    """Remember the buffers of an asynchronous launch for the next synchronize."""
+    if handles:
+        _pending.append(handles)
+        if len(_pending) > MAX_PENDING:
+            with _lock:
+                del _pending[:MAX_PENDING // 2]
+
+
+def raise_pending_failures() -> None:
+    """After a wait: raise the ``LaunchFailure`` of a buffer an asynchronous launch since the last
+    synchronize should have written (each is checked once)."""
+    with _lock:
+        launched = [h for handles in _pending for h in handles]
+        _pending.clear()
+    if launched:
+        layer_client().check(*launched)
