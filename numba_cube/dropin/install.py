@@ -8,6 +8,10 @@ looks ``cuda.to_device`` up at call time; a name imported by value before the in
 (``from numba.cuda import to_device``) keeps numba-cuda's object, so ``python -m numba_cube run``
 installs before the program's first line.
 
+One internal of numba-cuda is served too: ``numba.cuda.cudadrv.devices.get_context``, through
+which numba-cuda's own helpers ask the current context (``numba.cuda.testing``'s compute-capability
+checks, ``require_context``), so they see the layer's device instead of failing to load a driver.
+
 Installing twice changes the device (the originals kept are still numba-cuda's own); it is refused
 under numba-cuda's simulator (``NUMBA_ENABLE_CUDASIM=1``), whose ``cuda`` module is another object.
 """
@@ -21,6 +25,10 @@ __all__ = ["install", "uninstall", "installed_device"]
 
 _MISSING = object()
 _originals: dict = {}
+_internal_originals: dict = {}
+
+#: numba-cuda internals the layer serves: (module, name) -> the dropin room that defines it
+_INTERNALS = {("numba.cuda.cudadrv.devices", "get_context"): ("devices", "current_context")}
 _lock = threading.Lock()
 _device: str | None = None
 
@@ -52,6 +60,11 @@ def install(device: str = "cpu", **client_options) -> None:
             setattr(cuda_module, name, getattr(module, name))
         for name in exports.REFUSED:
             setattr(cuda_module, name, exports.refusal(name))
+        for (module_name, name), (room, attr) in _INTERNALS.items():
+            module = importlib.import_module(module_name)
+            _internal_originals.setdefault((module_name, name), getattr(module, name))
+            served = getattr(importlib.import_module(f"{__package__}.{room}"), attr)
+            setattr(module, name, served)
         _device = client.device
 
 
@@ -72,6 +85,9 @@ def uninstall() -> None:
             else:
                 setattr(cuda_module, name, value)
         _originals.clear()
+        for (module_name, name), value in _internal_originals.items():
+            setattr(importlib.import_module(module_name), name, value)
+        _internal_originals.clear()
         set_layer_client(None)
         _device = None
 
