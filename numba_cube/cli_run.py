@@ -62,7 +62,7 @@ def run_program(argv: list[str]) -> int:
     device, script, module, args = _parse(argv)
     if script is not None and not os.path.exists(script):
         raise CommandError(f"can't open file {script!r}: no such file", EXIT_USAGE)
-    from . import install
+    from .dropin import install
 
     install(device)
     saved_argv, saved_path0 = sys.argv[:], sys.path[0] if sys.path else None

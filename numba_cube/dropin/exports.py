@@ -62,15 +62,14 @@ REFUSED = {
                  "numba.vectorize on the CPU",
     "guvectorize": "write the function as a @cuda.jit kernel, or use numba.guvectorize on "
                    "the CPU",
-    "reduce": "write the reduction as a @cuda.jit kernel (shared memory and atomics work), or "
-              "reduce on the host",
-    "Reduce": "write the reduction as a @cuda.jit kernel, or reduce on the host",
 }
 
 #: names kept as numba-cuda made them that no rule of ``is_kept`` covers
 KEPT = frozenset({
     # argument hints, honoured by launches
     "In", "Out", "InOut",
+    # @cuda.reduce: numba's own Python (cuda.jit kernels, cuda.device_array), run by the layer
+    "reduce", "Reduce",
     # classes of numba's driver layer (exceptions, memory objects, linkable code), for isinstance
     "CudaSupportError", "KernelRuntimeError", "Archive", "CUSource", "Cubin", "Fatbin", "LTOIR",
     "LinkableCode", "PTXSource", "Object", "BaseCUDAMemoryManager",

@@ -43,12 +43,11 @@ def install(device: str = "cpu", **client_options) -> None:
                            "simulator (NUMBA_ENABLE_CUDASIM=1): unset the variable")
     import numba.cuda as cuda_module
 
-    import numba_cube as cube
-
+    from ..runtime.registry import client as make_client
     from . import dispatcher, exports
     from .state import set_layer_client
 
-    client = cube.client(device, **client_options)
+    client = make_client(device, **client_options)
     with _lock:
         if not _originals:
             for name in (*exports.SERVED, *exports.REFUSED):
