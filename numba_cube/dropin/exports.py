@@ -82,9 +82,17 @@ KEPT = frozenset({
 })
 
 
+#: where numba-cuda defines what kernels call on the device (intrinsics, cache-hinted loads and
+#: stores, the stubs of ``threadIdx``, ``shared``, ``atomic``, vector types)
+_DEVICE_SIDE_MODULES = frozenset({"numba.cuda.intrinsics", "numba.cuda.cache_hints",
+                                  "numba.cuda.stubs"})
+
+
 def is_kept(name: str, value) -> bool:
     """Whether numba.cuda's ``value`` stays as it is by rule or by ``KEPT``."""
     if name in KEPT or isinstance(value, pytypes.ModuleType):
+        return True
+    if getattr(value, "__module__", None) in _DEVICE_SIDE_MODULES:
         return True
     from numba.core import types
     from numba.cuda.stubs import Stub
