@@ -130,7 +130,7 @@ class DeviceNDArray(Handle):
         data = self.copy_to_host()
         return data if dtype is None else data.astype(dtype)
 
-    # -- indexing -----------------------------------------------------------------------------------
+    # -- indexing ---------------------------------------------------------------------------------
     def __getitem__(self, item):
         return self.getitem(item)
 
@@ -265,7 +265,7 @@ class DeviceNDArray(Handle):
                              "total size in bytes of the last axis of the array.")
         return self._view(self.handle.view_as(dtype, self.shape[:-1] + (last,)))
 
-    # -- numba.cuda internals that have no meaning here ---------------------------------------------
+    # -- numba.cuda internals that have no meaning here -------------------------------------------
     def get_ipc_handle(self):
         raise UnsupportedAPIError("DeviceNDArray.get_ipc_handle (CUDA IPC)",
                                   "share host data between processes instead")

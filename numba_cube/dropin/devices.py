@@ -160,7 +160,7 @@ def is_supported_version() -> bool:
 
 
 def is_float16_supported() -> bool:
-    """``float16`` and ``cuda.fp16`` run on every numba_cube backend (with numba-cuda's rounding)."""
+    """``float16`` and ``cuda.fp16`` run on every numba_cube backend (numba-cuda's rounding)."""
     return True
 
 

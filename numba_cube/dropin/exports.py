@@ -115,7 +115,8 @@ def classify(name: str, value) -> list[str]:
 
 
 def refusal(name: str):
-    """What replaces the refused ``numba.cuda.<name>``: a function raising ``UnsupportedAPIError``."""
+    """What replaces the refused ``numba.cuda.<name>``: a function raising
+    ``UnsupportedAPIError``."""
     instead = REFUSED[name]
 
     def refused(*args, **kwargs):

@@ -102,7 +102,8 @@ def _flags(ary) -> tuple[bool, bool]:
 
 
 def device_array_like(ary, stream=0):
-    """A new device array of ``ary``'s shape and dtype, F-ordered when ``ary`` is only F-contiguous."""
+    """A new device array of ``ary``'s shape and dtype, F-ordered when ``ary`` is only
+    F-contiguous."""
     return device_array(ary.shape, ary.dtype, order=_order_like(ary), stream=stream)
 
 

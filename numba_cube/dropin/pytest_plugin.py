@@ -2,9 +2,9 @@
 written against numba.cuda with numba.cuda served by numba_cube (``pytest11`` entry point).
 
 Loaded by every pytest session where numba_cube is installed, so with the variable unset it does
-nothing and imports nothing (no Numba): a variable read and a dictionary lookup. Set, it installs the layer
-on that device before collection (``pytest_configure``), so test modules see the layer whether
-they did ``from numba import cuda`` at import or inside a test.
+nothing and imports nothing (no Numba): a variable read and a dictionary lookup. Set, it installs
+the layer on that device before collection (``pytest_configure``), so test modules see the layer
+whether they did ``from numba import cuda`` at import or inside a test.
 
 Why its own variable and not ``NUMBA_CUBE_DEVICE``: that one picks ``cube.client()``'s device, and
 users set it for that alone (numba_cube's own test suite, on a GPU machine, with

@@ -106,7 +106,8 @@ def external_stream(ptr):
 
 def stream_id_of(s) -> StreamId | None:
     """The numba_cube stream of numba's stream argument: ``0``/``None``/a default stream are the
-    usual one; anything but a ``Stream`` of this layer (or a ``StreamId``) is a ``StreamIdError``."""
+    usual one; anything but a ``Stream`` of this layer (or a ``StreamId``) is a
+    ``StreamIdError``."""
     if s is None or (type(s) is int and s == 0):
         return None
     if isinstance(s, Stream):

@@ -25,7 +25,8 @@ def test_to_device_copies_keeps_layout_and_takes_to(layer):
     b = layer.to_device(np.broadcast_to(np.arange(3.0), (4, 3)))
     assert b.strides == (0, 8) and np.array_equal(b.copy_to_host(), np.tile(np.arange(3.0), (4, 1)))
     target = layer.device_array((2, 3))
-    assert layer.to_device(host, to=target) is target and np.array_equal(target.copy_to_host(), host)
+    assert layer.to_device(host, to=target) is target
+    assert np.array_equal(target.copy_to_host(), host)
     assert layer.to_device(d) is d
     assert layer.to_device(host, copy=False).shape == (2, 3)
 
