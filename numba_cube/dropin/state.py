@@ -16,13 +16,18 @@ from __future__ import annotations
 
 import threading
 
+from ..runtime.handle import Handle
+
 __all__ = ["layer_client", "set_layer_client", "note_launched", "raise_pending_failures",
-           "MAX_PENDING"]
+           "MAX_PENDING", "INSTALLED"]
 
 #: how many asynchronous launches' buffers a synchronize checks at most
 MAX_PENDING = 4096
 
 _client = None
+#: ``[the installed client or None]``: what a warm launch compares its cached client with (one
+#: list read, cheaper than a call)
+INSTALLED: list = [None]
 _pending: list = []
 _lock = threading.Lock()
 
@@ -30,7 +35,7 @@ _lock = threading.Lock()
 def set_layer_client(client) -> None:
     """The client numba.cuda calls go to (``None``: the layer is not installed)."""
     global _client
-    _client = client
+    _client = INSTALLED[0] = client
     with _lock:
         _pending.clear()
 
@@ -45,8 +50,9 @@ def layer_client():
     return client
 
 
-def note_launched(handles: tuple) -> None:
-    """Remember the buffers of an asynchronous launch for the next synchronize."""
+def note_launched(handles) -> None:
+    """Remember the buffers of an asynchronous launch for the next synchronize (its arguments:
+    what is no handle among them is left out when they are checked)."""
     if handles:
         _pending.append(handles)
         if len(_pending) > MAX_PENDING:
@@ -58,7 +64,7 @@ def raise_pending_failures() -> None:
     """After a wait: raise the ``LaunchFailure`` of a buffer an asynchronous launch since the last
     synchronize should have written (each is checked once)."""
     with _lock:
-        launched = [h for handles in _pending for h in handles]
+        launched = [h for handles in _pending for h in handles if isinstance(h, Handle)]
         _pending.clear()
     if launched:
         layer_client().check(*launched)
