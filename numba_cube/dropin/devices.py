@@ -76,10 +76,21 @@ class Device:
 _DEVICE = Device()
 
 
+class _Deallocations:
+    """numba's queue of pending frees: numba_cube frees memory itself (CONTRACT.md section 3)."""
+
+    def clear(self) -> None:
+        """numba frees what is pending; numba_cube has nothing pending to free on request."""
+
+    def __len__(self) -> int:
+        return 0
+
+
 class Context:
     """numba's context of the layer's device."""
 
     device = _DEVICE
+    deallocations = _Deallocations()
 
     def get_memory_info(self) -> MemoryInfo:
         """``(free, total)`` bytes of host memory (the CPU backend's device memory)."""

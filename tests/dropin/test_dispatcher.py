@@ -153,3 +153,35 @@ def test_gpu_inspection_is_a_typed_refusal(layer, kernels):
         with pytest.raises(cube.UnsupportedAPIError) as info:
             call()
         assert isinstance(info.value, NotImplementedError)
+
+
+def test_dynamic_shared_memory_hints_and_tuples(layer):
+    """``kernel[grid, block, stream, sharedmem]`` sizes ``cuda.shared.array(0, ...)``;
+    ``cuda.In``/``cuda.Out`` around host arrays keep numba's copy rules; tuples of device arrays
+    and scalars are arguments. Reference: NumPy."""
+    cuda = layer
+
+    @cuda.jit
+    def reverse(a, out):
+        buf = cuda.shared.array(0, dtype=np.float64)
+        t = cuda.threadIdx.x
+        buf[t] = a[t]
+        cuda.syncthreads()
+        out[t] = buf[cuda.blockDim.x - 1 - t]
+
+    a = np.arange(32.0)
+    out = cuda.device_array(32)
+    reverse[1, 32, 0, 32 * 8](cuda.to_device(a), out)
+    assert np.array_equal(out.copy_to_host(), a[::-1])
+    host = np.zeros(32)
+    reverse[1, 32, cuda.stream(), 32 * 8](cuda.In(a), cuda.Out(host))
+    assert np.array_equal(host, a[::-1])
+
+    @cuda.jit
+    def pick(pair, out):
+        out[0] = pair[0][1] + pair[1]
+
+    d = cuda.device_array(1)
+    for extra in (5.0, 6.0):
+        pick[1, 1]((cuda.to_device(np.arange(3.0)), extra), d)
+    assert d[0] == 7.0
