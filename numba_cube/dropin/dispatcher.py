@@ -15,8 +15,9 @@ needs a GPU changes:
   ``extensions``) the launch is numba_cube's numba-style launch: copy in, run, copy back,
   synchronously, raising its own failure.
 - **eager signatures** (``cuda.jit("void(float32[:])")``, a list of them) are not compiled at
-  decoration (there is no GPU compiler): they are kept as the dispatcher's declared signatures,
-  which govern every launch's argument conversion as numba's do (``kernel/signatures.py``).
+  decoration on a host device (there is no GPU compiler): they are kept as the dispatcher's
+  declared signatures, which govern every launch's argument conversion as numba's do
+  (``kernel/signatures.py``). On a CUDA device they are compiled at decoration, as numba does.
   A *device function* declared with signatures is kept the same way; the CPU translator refuses
   to inline it (a ``CompileError`` naming it), since it would not convert the arguments.
 - ``device=True`` without signatures is numba-cuda's own device function, untouched.
@@ -24,7 +25,8 @@ needs a GPU changes:
   calculator; any size is correct for a kernel ``forall`` may launch, which guards
   ``cuda.grid(1) < n``). ``specialize(*args)`` is a dispatcher declared with the arguments' types.
 - Inspection that needs numba-cuda's GPU compile (``inspect_types``, ``inspect_asm``, register
-  counts, ``compile``) is an ``UnsupportedAPIError``.
+  counts, ``compile``) is numba-cuda's own on a CUDA device, an ``UnsupportedAPIError`` on others.
+  (On a CUDA device the CUDA backend compiles through the dispatcher itself.)
 """
 
 from __future__ import annotations
@@ -176,39 +178,44 @@ class Dispatcher(_DeclaredMixin, CUDADispatcher):
         note_launched(tuple(arrays))
 
     # -- what needs numba-cuda's GPU compile ----------------------------------------------------
-    def compile(self, sig):
-        raise UnsupportedAPIError("CUDADispatcher.compile (a GPU compile)",
-                                  "launch the kernel; numba_cube compiles it for its backend")
-
-    def _refuse_inspection(self, what: str, *args, **kwargs):
+    # Served by numba-cuda itself when the layer runs on a CUDA device (the CUDA backend compiles
+    # through this dispatcher, and its compile results are real); refused on other devices.
+    def _gpu_only(self, what: str):
+        method = getattr(super(), what)
+        if layer_client().device.startswith("cuda"):
+            return method
         raise UnsupportedAPIError(
             f"kernel.{what} (numba-cuda's GPU compile results)",
-            "numba_cube compiles kernels for its own backend; inspect the kernel on a GPU, "
-            "or use cube.kernel(k).io(*args) for what it reads and writes")
+            "numba_cube compiles kernels for its own backend; inspect the kernel on a GPU "
+            "(python -m numba_cube run --device cuda), or use cube.kernel(k).io(*args) for "
+            "what it reads and writes")
+
+    def compile(self, sig):
+        return self._gpu_only("compile")(sig)
 
     def inspect_types(self, *args, **kwargs):
-        self._refuse_inspection("inspect_types")
+        return self._gpu_only("inspect_types")(*args, **kwargs)
 
     def inspect_llvm(self, *args, **kwargs):
-        self._refuse_inspection("inspect_llvm")
+        return self._gpu_only("inspect_llvm")(*args, **kwargs)
 
     def inspect_asm(self, *args, **kwargs):
-        self._refuse_inspection("inspect_asm")
+        return self._gpu_only("inspect_asm")(*args, **kwargs)
 
     def inspect_sass(self, *args, **kwargs):
-        self._refuse_inspection("inspect_sass")
+        return self._gpu_only("inspect_sass")(*args, **kwargs)
 
     def get_regs_per_thread(self, *args, **kwargs):
-        self._refuse_inspection("get_regs_per_thread")
+        return self._gpu_only("get_regs_per_thread")(*args, **kwargs)
 
     def get_shared_mem_per_block(self, *args, **kwargs):
-        self._refuse_inspection("get_shared_mem_per_block")
+        return self._gpu_only("get_shared_mem_per_block")(*args, **kwargs)
 
     def get_local_mem_per_thread(self, *args, **kwargs):
-        self._refuse_inspection("get_local_mem_per_thread")
+        return self._gpu_only("get_local_mem_per_thread")(*args, **kwargs)
 
     def get_max_threads_per_block(self, *args, **kwargs):
-        self._refuse_inspection("get_max_threads_per_block")
+        return self._gpu_only("get_max_threads_per_block")(*args, **kwargs)
 
 
 def _dims(value, what: str):
@@ -324,9 +331,14 @@ def _make(func, device: bool, kws: dict, signatures, specialized: bool):
         disp = DeclaredDeviceFunction(base.py_func, targetoptions=base.targetoptions)
         disp._declare(declared)
         return disp
-    disp = Dispatcher(base.py_func, base.targetoptions, declared)
+    on_gpu = layer_client().device.startswith("cuda")
+    disp = Dispatcher(base.py_func, base.targetoptions, None if on_gpu else declared)
     if kws.get("cache"):
         disp.enable_caching()
     if declared:
+        if on_gpu:          # a GPU is there: compile the signatures eagerly, as numba-cuda does
+            for sig in declared:
+                disp.compile(sig.args)
+            disp.disable_compile()
         disp._specialized = specialized
     return disp

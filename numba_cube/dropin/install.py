@@ -8,7 +8,8 @@ looks ``cuda.to_device`` up at call time; a name imported by value before the in
 (``from numba.cuda import to_device``) keeps numba-cuda's object, so ``python -m numba_cube run``
 installs before the program's first line.
 
-One internal of numba-cuda is served too: ``numba.cuda.cudadrv.devices.get_context``, through
+On a CUDA device numba-cuda's devices and contexts stay its own (the GPU is real; numba_cube's
+CUDA backend uses them). On other devices one internal of numba-cuda is served too: ``numba.cuda.cudadrv.devices.get_context``, through
 which numba-cuda's own helpers ask the current context (``numba.cuda.testing``'s compute-capability
 checks, ``require_context``), so they see the layer's device instead of failing to load a driver.
 
@@ -54,12 +55,18 @@ def install(device: str = "cpu", **client_options) -> None:
                 _originals[name] = getattr(cuda_module, name, _MISSING)
             dispatcher.set_original_jit(_originals["jit"])
         set_layer_client(client)
+        # On a CUDA device the GPU is real: numba-cuda's own devices and contexts stay (numba_cube's
+        # CUDA backend works through them too).
+        on_gpu = client.device.startswith("cuda")
         for name, room in exports.SERVED.items():
+            if on_gpu and room == "devices":
+                setattr(cuda_module, name, _originals[name])
+                continue
             module = importlib.import_module(f"{__package__}.{room}")
             setattr(cuda_module, name, getattr(module, name))
         for name in exports.REFUSED:
             setattr(cuda_module, name, exports.refusal(name))
-        for (module_name, name), (room, attr) in _INTERNALS.items():
+        for (module_name, name), (room, attr) in ({} if on_gpu else _INTERNALS).items():
             module = importlib.import_module(module_name)
             _internal_originals.setdefault((module_name, name), getattr(module, name))
             served = getattr(importlib.import_module(f"{__package__}.{room}"), attr)

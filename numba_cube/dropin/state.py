@@ -6,15 +6,17 @@ numba.cuda "device" at a time, as a numba.cuda program with one selected GPU has
 
 numba.cuda reports a kernel's failure where the program next waits for it (a copy to the host,
 ``cuda.synchronize()``, ``stream.synchronize()``). numba_cube records it on the buffers the launch
-should have written. So asynchronous launches note their array arguments here, and a
-synchronize checks them after waiting (``raise_pending_failures``). The list is bounded: past
-``MAX_PENDING`` launches the oldest are dropped, whose failures still surface at the copy to the
-host that reads their buffers (never silently: a failed buffer cannot be read).
+should have written. So asynchronous launches note their buffers here (weakly: noting keeps no
+memory alive), and a synchronize checks those still alive after waiting
+(``raise_pending_failures``). The list is bounded: past ``MAX_PENDING`` launches the oldest are
+dropped, whose failures still surface at the copy to the host that reads their buffers (never
+silently: a failed buffer cannot be read).
 """
 
 from __future__ import annotations
 
 import threading
+from weakref import ref as _ref
 
 from ..runtime.handle import Handle
 
@@ -50,11 +52,12 @@ def layer_client():
     return client
 
 
-def note_launched(handles) -> None:
-    """Remember the buffers of an asynchronous launch for the next synchronize (its arguments:
-    what is no handle among them is left out when they are checked)."""
-    if handles:
-        _pending.append(handles)
+def note_launched(args) -> None:
+    """Remember the buffers among an asynchronous launch's arguments for the next synchronize,
+    by weak reference: a buffer the program drops is freed as usual (and nobody can read it)."""
+    refs = [_ref(a) for a in args if isinstance(a, Handle)]
+    if refs:
+        _pending.append(refs)
         if len(_pending) > MAX_PENDING:
             with _lock:
                 del _pending[:MAX_PENDING // 2]
@@ -64,7 +67,7 @@ def raise_pending_failures() -> None:
     """After a wait: raise the ``LaunchFailure`` of a buffer an asynchronous launch since the last
     synchronize should have written (each is checked once)."""
     with _lock:
-        launched = [h for handles in _pending for h in handles if isinstance(h, Handle)]
+        launched = [h for refs in _pending for h in (r() for r in refs) if h is not None]
         _pending.clear()
     if launched:
         layer_client().check(*launched)

@@ -185,3 +185,21 @@ def test_dynamic_shared_memory_hints_and_tuples(layer):
     for extra in (5.0, 6.0):
         pick[1, 1]((cuda.to_device(np.arange(3.0)), extra), d)
     assert d[0] == 7.0
+
+
+def test_asynchronous_launches_keep_no_buffer_alive(layer, kernels):
+    """A launch notes its buffers for the next synchronize weakly: a device array the program
+    drops after launching into it is garbage at once, as numba frees it."""
+    import gc
+    import weakref
+
+    axpy, _, _ = kernels
+    x = layer.to_device(np.ones(16))
+    out = layer.device_array(16)
+    axpy[1, 16](1.0, x, x, out)
+    axpy[1, 16](1.0, x, x, out)
+    gone = weakref.ref(out.handle)
+    del out
+    gc.collect()
+    assert gone() is None
+    layer.synchronize()
