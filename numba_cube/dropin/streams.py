@@ -11,7 +11,8 @@
 - ``stream.synchronize()``, ``cuda.synchronize()``, ``event.synchronize()`` wait for the device's
   work (all of it: over-synchronizing is allowed, under-synchronizing never) and then raise the
   ``LaunchFailure`` of any launch made since the last synchronize (``state.py``).
-- ``event.record(stream)`` waits for the device's work, then takes the time: everything issued
+- ``event.record(stream)`` waits for the device's work (raising nothing: a failure is raised at
+  the next wait, ``event.synchronize()`` included), then takes the time: everything issued
   before the record is complete, so ``event.wait(other)`` has nothing left to order, ``query()``
   is True, and ``elapsed_time`` measures what ran between two records (milliseconds, as numba).
 """
@@ -141,7 +142,7 @@ class Event:
 
     def record(self, stream=0) -> None:
         stream_id_of(stream)                # refuse a bad stream argument first
-        synchronize()
+        layer_client().sync()               # (failures are raised where numba waits, not here)
         self._time = time.perf_counter()
 
     def wait(self, stream=0) -> None:
@@ -150,7 +151,9 @@ class Event:
         stream_id_of(stream)
 
     def synchronize(self) -> None:
-        """Wait for the work recorded before this event: done when the record returned."""
+        """Wait for the work recorded before this event (done when the record returned), and
+        raise a failure of a launch since the last synchronize, as ``cuda.synchronize()``."""
+        raise_pending_failures()
 
     def query(self) -> bool:
         return True

@@ -40,6 +40,15 @@ def test_a_device_array_is_a_handle_a_client_takes(layer):
     view[1] = 7.0
     assert list(client.read(h)) == [0.0, 7.0, 0.0]
 
+    @cube.kernel
+    def add_one(a):
+        i = layer.grid(1)
+        if i < a.size:
+            a[i] += 1
+
+    client.launch(add_one, 1, 8, d)            # a cube kernel on the layer's device array
+    assert np.array_equal(d.copy_to_host(), np.arange(5.0) + 1)
+
 
 def test_scalar_indexing_reads_a_numpy_scalar_and_slices_are_views(layer):
     """An int per axis reads a NumPy scalar; any other basic index is a device array view whose
