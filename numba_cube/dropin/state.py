@@ -20,8 +20,8 @@ from weakref import ref as _ref
 
 from ..runtime.handle import Handle
 
-__all__ = ["layer_client", "set_layer_client", "note_launched", "raise_pending_failures",
-           "MAX_PENDING", "INSTALLED"]
+__all__ = ["layer_client", "set_layer_client", "note_launched", "take_pending",
+           "raise_pending_failures", "MAX_PENDING", "INSTALLED"]
 
 #: how many asynchronous launches' buffers a synchronize checks at most
 MAX_PENDING = 4096
@@ -63,11 +63,20 @@ def note_launched(args) -> None:
                 del _pending[:MAX_PENDING // 2]
 
 
-def raise_pending_failures() -> None:
-    """After a wait: raise the ``LaunchFailure`` of a buffer an asynchronous launch since the last
-    synchronize should have written (each is checked once)."""
+def take_pending() -> list:
+    """The buffers noted since the last synchronize that are still alive; the notes are cleared
+    (a synchronize takes them *before* it waits, so a launch another thread issues meanwhile is
+    left for the next one)."""
     with _lock:
-        launched = [h for refs in _pending for h in (r() for r in refs) if h is not None]
+        refs = [r for group in _pending for r in group]
         _pending.clear()
+    return [h for h in (r() for r in refs) if h is not None]
+
+
+def raise_pending_failures(launched: list | None = None) -> None:
+    """After a wait: raise the ``LaunchFailure`` of a buffer an asynchronous launch should have
+    written (``launched``: what ``take_pending`` took before the wait; None takes it now)."""
+    if launched is None:
+        launched = take_pending()
     if launched:
         layer_client().check(*launched)

@@ -25,7 +25,7 @@ import time
 
 from ..errors import StreamIdError, UnsupportedAPIError
 from ..runtime.streams import StreamId
-from .state import layer_client, raise_pending_failures
+from .state import layer_client, raise_pending_failures, take_pending
 
 __all__ = ["Stream", "Event", "stream", "default_stream", "legacy_default_stream",
            "per_thread_default_stream", "external_stream", "event", "event_elapsed_time",
@@ -129,8 +129,9 @@ def client_for(s):
 def synchronize() -> None:
     """``cuda.synchronize()``: wait for all work, then raise a failure of a launch since the last
     synchronize (module docstring)."""
+    launched = take_pending()
     layer_client().sync()
-    raise_pending_failures()
+    raise_pending_failures(launched)
 
 
 class Event:

@@ -58,3 +58,16 @@ def test_an_unknown_device_is_the_registrys_error():
     with pytest.raises(cube.BackendNotFound):
         cube.install("nodevice")
     assert cuda_module.jit is jit
+
+
+def test_installing_twice_then_uninstalling_restores_the_originals():
+    """A second ``install`` keeps numba-cuda's originals (not the layer's own objects), so one
+    ``uninstall`` restores them; ``uninstall`` without an install does nothing."""
+    import numba.cuda as cuda_module
+
+    jit = cuda_module.jit
+    cube.uninstall()
+    cube.install("cpu")
+    cube.install("cpu:0")
+    cube.uninstall()
+    assert cuda_module.jit is jit and cube.dropin.installed_device() is None
