@@ -64,7 +64,10 @@ def run_program(argv: list[str]) -> int:
         raise CommandError(f"can't open file {script!r}: no such file", EXIT_USAGE)
     from .dropin import install
 
-    install(device)
+    try:
+        install(device)
+    except RuntimeError as exc:             # (numba-cuda's simulator is switched on)
+        raise CommandError(str(exc)) from None
     saved_argv, saved_path0 = sys.argv[:], sys.path[0] if sys.path else None
     try:
         if script is not None:

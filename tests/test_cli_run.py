@@ -61,3 +61,17 @@ def test_a_bad_command_line_is_one_line_and_status_2(tmp_path):
     for args in ((), (str(tmp_path / "missing.py"),), ("--frobnicate", "x.py")):
         out = _run(*args)
         assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, (args, out.stderr)
+
+
+def test_the_simulator_switched_on_is_one_line_saying_so(tmp_path):
+    """Under ``NUMBA_ENABLE_CUDASIM=1`` numba.cuda is the simulator's module, which the layer
+    cannot serve: one line naming the variable, exit status 1."""
+    import os
+
+    script = tmp_path / "p.py"
+    script.write_text("print('never')\n")
+    out = subprocess.run([sys.executable, "-m", "numba_cube", "run", str(script)],
+                         env={**os.environ, "NUMBA_ENABLE_CUDASIM": "1"}, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 1 and "NUMBA_ENABLE_CUDASIM" in out.stderr and "never" not in out.stdout
+    assert len(out.stderr.strip().splitlines()) == 1
