@@ -9,9 +9,10 @@ looks ``cuda.to_device`` up at call time; a name imported by value before the in
 installs before the program's first line.
 
 On a CUDA device numba-cuda's devices and contexts stay its own (the GPU is real; numba_cube's
-CUDA backend uses them). On other devices one internal of numba-cuda is served too: ``numba.cuda.cudadrv.devices.get_context``, through
-which numba-cuda's own helpers ask the current context (``numba.cuda.testing``'s compute-capability
-checks, ``require_context``), so they see the layer's device instead of failing to load a driver.
+CUDA backend uses them). On other devices one internal of numba-cuda is served too:
+``numba.cuda.cudadrv.devices.get_context``, through which numba-cuda's own helpers ask the
+current context (``numba.cuda.testing``'s compute-capability checks, ``require_context``), so
+they see the layer's device instead of failing to load a driver.
 
 Installing twice changes the device (the originals kept are still numba-cuda's own); it is refused
 under numba-cuda's simulator (``NUMBA_ENABLE_CUDASIM=1``), whose ``cuda`` module is another object.
