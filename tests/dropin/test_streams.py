@@ -108,3 +108,30 @@ def test_a_stream_argument_that_is_no_stream_is_refused(layer):
         layer.to_device(np.ones(2), stream=object())
     with pytest.raises(cube.UnsupportedAPIError):
         layer.external_stream(0)
+
+
+def test_a_mixed_program_is_ordered_by_the_buffers_it_shares(layer):
+    """numba_cube's own client writes a device array on one numba_cube stream, a layer kernel on a
+    user stream reads it: the read sees the write (inferred dependency), with no event or sync in
+    between, and the layer's copy to the host sees the kernel's result."""
+
+    @cube.kernel
+    def fill(a, v):
+        i = layer.grid(1)
+        if i < a.size:
+            a[i] = v
+
+    @layer.jit
+    def double_into(src, dst):
+        i = layer.grid(1)
+        if i < dst.size:
+            dst[i] = 2 * src[i]
+
+    src, dst = layer.device_array(4096), layer.device_array(4096)
+    double_into[16, 256](src, dst)                  # (the first launch waits for itself)
+    writer = cube.client("cpu").set_stream(cube.StreamId.new())
+    s = layer.stream()
+    for v in (1.0, 2.0, 3.0):
+        writer.launch(fill, 16, 256, src, v)
+        double_into[16, 256, s](src, dst)
+    assert np.array_equal(dst.copy_to_host(), np.full(4096, 6.0))
