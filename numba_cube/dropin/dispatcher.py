@@ -148,8 +148,13 @@ class Dispatcher(_DeclaredMixin, CUDADispatcher):
         if found is None:
             from numba.core import types, typing
 
-            found = Dispatcher(self.py_func, self.targetoptions,
-                               [typing.signature(types.void, *argtypes)])
+            declared = [typing.signature(types.void, *argtypes)]
+            if layer_client().device.startswith("cuda"):    # a real GPU compile, as numba's
+                found = Dispatcher(self.py_func, self.targetoptions)
+                found.compile(argtypes)
+                found.disable_compile()
+            else:
+                found = Dispatcher(self.py_func, self.targetoptions, declared)
             found._specialized = True
             self.specializations[argtypes] = found
         return found
