@@ -10,9 +10,10 @@ no runtime policy of its own: it translates numba.cuda calls into the public cli
 
 Its rooms: ``devicearray.py`` (``DeviceNDArray``), ``memory.py`` (``to_device`` and the other
 allocators), ``streams.py`` (streams, events, ``synchronize``), ``devices.py`` (``gpus``,
-contexts), ``dispatcher.py`` (``cuda.jit`` and launches), ``exports.py`` (which numba.cuda name is
-served, kept or refused), ``install.py`` (putting it in place), ``state.py`` (the installed
-client), ``pytest_plugin.py`` (the ``NUMBA_CUBE_INSTALL`` hook).
+contexts), ``dispatcher.py`` (``cuda.jit`` and launches), ``ufuncs.py`` (``vectorize``),
+``exports.py`` (which numba.cuda name is served, kept or refused), ``install.py`` (putting it in
+place), ``state.py`` (the installed client), ``pytest_plugin.py`` (the ``NUMBA_CUBE_INSTALL``
+hook).
 
 Importing this package imports nothing of Numba: ``install`` does.
 """

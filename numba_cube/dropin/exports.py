@@ -42,6 +42,8 @@ SERVED = {
     "profile_start": _DEVICES, "profile_stop": _DEVICES, "defer_cleanup": _DEVICES,
     "is_float16_supported": _DEVICES, "is_bfloat16_supported": _DEVICES,
     "is_fp8_supported": _DEVICES, "cuda_error": _DEVICES,
+    # element-wise functions
+    "vectorize": "ufuncs",
 }
 
 _NO_GPU_COMPILE = ("numba_cube compiles kernels for its own backend at their launch; there is no "
@@ -58,8 +60,6 @@ REFUSED = {
     "from_cuda_array_interface": "copy the data in with cuda.to_device(host_array)",
     "open_ipc_array": "share host data between processes and cuda.to_device it there",
     "set_memory_manager": "numba_cube manages device memory itself (a pool per device)",
-    "vectorize": "write the element-wise function as a @cuda.jit kernel, or use "
-                 "numba.vectorize on the CPU",
     "guvectorize": "write the function as a @cuda.jit kernel, or use numba.guvectorize on "
                    "the CPU",
 }

@@ -72,7 +72,37 @@ def install(device: str = "cpu", **client_options) -> None:
             _internal_originals.setdefault((module_name, name), getattr(module, name))
             served = getattr(importlib.import_module(f"{__package__}.{room}"), attr)
             setattr(module, name, served)
+        _swap_ufunc_builders(install=True)
         _device = client.device
+
+
+#: numba's builders of ``vectorize``/``guvectorize`` for ``target="cuda"``, as they were
+_builders: dict = {}
+
+
+def _swap_ufunc_builders(install: bool) -> None:
+    """``numba.vectorize(..., target="cuda")`` finds its builder in numba's registry, not in
+    ``numba.cuda``: the layer's is put there (``ufuncs.py``), numba-cuda's is kept and put back.
+    (numba's registries refuse a key twice, hence the plain dict operations.)"""
+    from numba.np.ufunc.decorators import GUVectorize, Vectorize
+
+    from .ufuncs import CubeVectorize, refuse_guvectorize
+
+    for owner, ours in ((Vectorize, CubeVectorize), (GUVectorize, refuse_guvectorize)):
+        registry = owner.target_registry
+        if install:
+            if owner not in _builders:
+                _builders[owner] = (dict.get(registry, "cuda", _MISSING),
+                                    dict.get(registry.ondemand, "cuda", _MISSING))
+            dict.pop(registry.ondemand, "cuda", None)
+            dict.__setitem__(registry, "cuda", ours)
+        elif owner in _builders:
+            value, ondemand = _builders.pop(owner)
+            dict.pop(registry, "cuda", None)
+            if value is not _MISSING:
+                dict.__setitem__(registry, "cuda", value)
+            if ondemand is not _MISSING:
+                dict.__setitem__(registry.ondemand, "cuda", ondemand)
 
 
 def uninstall() -> None:
@@ -95,6 +125,7 @@ def uninstall() -> None:
         for (module_name, name), value in _internal_originals.items():
             setattr(importlib.import_module(module_name), name, value)
         _internal_originals.clear()
+        _swap_ufunc_builders(install=False)
         set_layer_client(None)
         _device = None
 

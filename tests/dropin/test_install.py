@@ -13,12 +13,16 @@ import numba_cube as cube
 
 def test_uninstall_restores_numba_cudas_own_objects():
     """After ``uninstall`` every served and refused name is numba-cuda's object again, and
-    numba-cuda's internal ``get_context`` too; ``installed_device`` says which device serves."""
+    numba-cuda's internal ``get_context`` and numba's ``vectorize(target="cuda")`` builder too;
+    ``installed_device`` says which device serves."""
     import numba.cuda as cuda_module
     from numba.cuda.cudadrv import devices
 
+    from numba.np.ufunc.decorators import Vectorize
+
     before = {n: getattr(cuda_module, n) for n in ("jit", "to_device", "compile_ptx", "gpus")}
     get_context = devices.get_context
+    builders = (dict(Vectorize.target_registry), dict(Vectorize.target_registry.ondemand))
     cube.install("cpu")
     try:
         assert cube.dropin.installed_device() == "cpu:0"
@@ -28,6 +32,7 @@ def test_uninstall_restores_numba_cudas_own_objects():
         cube.uninstall()
     assert {n: getattr(cuda_module, n) for n in before} == before
     assert devices.get_context is get_context and cube.dropin.installed_device() is None
+    assert (dict(Vectorize.target_registry), dict(Vectorize.target_registry.ondemand)) == builders
 
 
 def test_code_that_imported_cuda_before_the_install_sees_the_layer():
