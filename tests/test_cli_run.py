@@ -3,6 +3,7 @@ with numba.cuda served by numba_cube; argv, sys.path and the exit status are the
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -25,7 +26,8 @@ sys.exit(int(sys.argv[1]))
 
 
 def _run(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "numba_cube", "run", *args], cwd=cwd,
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    return subprocess.run([sys.executable, "-m", "numba_cube", "run", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=300)
 
 
@@ -66,7 +68,6 @@ def test_a_bad_command_line_is_one_line_and_status_2(tmp_path):
 def test_the_simulator_switched_on_is_one_line_saying_so(tmp_path):
     """Under ``NUMBA_ENABLE_CUDASIM=1`` numba.cuda is the simulator's module, which the layer
     cannot serve: one line naming the variable, exit status 1."""
-    import os
 
     script = tmp_path / "p.py"
     script.write_text("print('never')\n")
