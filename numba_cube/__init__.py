@@ -28,10 +28,11 @@ import logging as _logging
 
 from .autotune import Tuner, TuneResult, autotune, pow2_bucket
 from .backends.base import BACKEND_API_VERSION
+from .dropin import install, uninstall
 from .errors import (BackendNotFound, CaptureError, CompileError, CubeError, CubeWarning, DeviceFault,
                      DivergenceError, DTypeError, ForeignHandleError, LaunchArgumentError, LaunchFailure,
                      LaunchModeError, LayoutError, OptionError, ShapeError, StreamIdError,
-                     UnrecordedFailureWarning)
+                     UnrecordedFailureWarning, UnsupportedAPIError)
 from .hookspecs import hookimpl
 from .kernel.kernel import Kernel, kernel, set_numba_style_launch as _set_numba_style_launch
 from .runtime.client import Client
@@ -86,13 +87,15 @@ __all__ = [
     # launch modes and autotune
     "LaunchMode", "launch_mode", "dry_run", "real_run", "Tuner", "TuneResult", "autotune",
     "pow2_bucket",
+    # numba.cuda programs served by numba_cube (numba_cube/dropin/)
+    "install", "uninstall",
     # observers and plugins
     "LaunchEvent", "TaskEvent", "add_observer", "remove_observer", "add_task_observer",
     "remove_task_observer", "hookimpl", "BACKEND_API_VERSION",
     # errors
     "CubeError", "LaunchFailure", "CompileError", "DivergenceError", "ForeignHandleError", "CaptureError",
     "DeviceFault", "BackendNotFound", "LaunchArgumentError", "DTypeError", "ShapeError",
-    "LayoutError", "StreamIdError", "OptionError", "LaunchModeError",
+    "LayoutError", "StreamIdError", "OptionError", "LaunchModeError", "UnsupportedAPIError",
     # warnings
     "CubeWarning", "UnrecordedFailureWarning",
 ]

@@ -200,6 +200,10 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     demo.add_argument("--dask", action="store_true",
                       help="run a small pipeline on a two-worker local Dask cluster instead "
                            "(needs the dask extra: pip install 'numba_cube[dask]')")
+    run = sub.add_parser("run", help="run a numba.cuda program unchanged, numba.cuda served by "
+                         "numba_cube: run [--device cpu] (script.py | -m module) [args]")
+    run.add_argument("program", nargs=argparse.REMAINDER,
+                     help="[--device DEVICE] script.py [args], or -m module [args] (cli_run.py)")
     info = sub.add_parser("info", parents=[debug_after],
                           help="versions, backends and devices, plugins, settings")
     info.add_argument("--json", action="store_true", help="print one JSON object")
@@ -291,6 +295,10 @@ def _run(args) -> int:
         from .cli_cache import run_cache_command
 
         return run_cache_command(args)
+    if args.command == "run":
+        from .cli_run import run_program
+
+        return run_program(args.program)
     if args.command == "plugins":
         from .plugins import plugin_errors, plugin_infos
 
@@ -311,5 +319,12 @@ def _run(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     """The command: its exit status (a usage error raises ``SystemExit(2)``, as argparse does)."""
     prog = _prog()
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["run"]:
+        # Everything after `run` is the program's command line (its own options included), which
+        # argparse would try to read as ours: cli_run.py parses it.
+        from .cli_run import run_program
+
+        return run_command(prog, lambda: run_program(argv[1:]), debug_requested(False))
     args = _parser(prog).parse_args(argv)
     return run_command(prog, lambda: _run(args), debug_requested(args.debug))

@@ -20,7 +20,9 @@ code that does not know about numba_cube (the httpx / attrs convention)::
      ├── LayoutError            also a ValueError; a host array no one device copy can hold
      ├── StreamIdError          also a TypeError; a stream id that is not a StreamId
      ├── OptionError            also a TypeError; a client option the backend does not know
-     └── LaunchModeError        also a RuntimeError; a dry_run/real_run exited without its enter
+     ├── LaunchModeError        also a RuntimeError; a dry_run/real_run exited without its enter
+     └── UnsupportedAPIError    also a NotImplementedError; a numba.cuda host API the drop-in
+                                layer (numba_cube.install) does not serve, naming what to use
 
     CubeWarning                 also a UserWarning
      └── UnrecordedFailureWarning   also a RuntimeWarning; a failure with no buffer to live on
@@ -69,6 +71,7 @@ __all__ = [
     "StreamIdError",
     "OptionError",
     "LaunchModeError",
+    "UnsupportedAPIError",
     "CubeWarning",
     "UnrecordedFailureWarning",
 ]
@@ -282,6 +285,18 @@ class OptionError(CubeError, TypeError):
 class LaunchModeError(CubeError, RuntimeError):
     """A ``dry_run``/``real_run`` was exited without being entered (or exited twice, or on another
     thread than the one that entered a real run). The launch-mode depths are left as they were."""
+
+
+class UnsupportedAPIError(CubeError, NotImplementedError):
+    """A numba.cuda host API (or one use of it) that the drop-in layer (``numba_cube.install``,
+    ``numba_cube/dropin/``) does not serve: the message names the API and what to use instead.
+    Raised on the call, never later, so nothing runs differently from numba.cuda unnoticed."""
+
+    def __init__(self, api: str, instead: str):
+        super().__init__(f"{api} is not served by numba_cube's drop-in numba.cuda layer on this "
+                         f"backend: {instead}")
+        #: the numba.cuda name (``cuda.external_stream``, ``DeviceNDArray.get_ipc_handle``)
+        self.api = api
 
 
 class CubeWarning(UserWarning):

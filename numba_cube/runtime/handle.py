@@ -318,6 +318,20 @@ class Handle:
             raise ValueError(f"shape {shape} of {dtype} does not cover {self.nbytes} bytes")
         return Handle(self._alloc, self.offset, shape, dtype)
 
+    def recast(self, cls: type | None = None, dtype=None) -> "Handle":
+        """This view (same memory, offset, shape and strides) as an instance of ``cls``, a
+        ``Handle`` subclass (the drop-in layer's numba-style device arrays, ``dropin/``), and/or
+        reading its elements as ``dtype``, which must have the same item size (``ValueError``
+        otherwise: the strides count bytes of the old items)."""
+        cls = type(self) if cls is None else cls
+        if not (isinstance(cls, type) and issubclass(cls, Handle)):
+            raise TypeError(f"recast needs a Handle subclass, got {cls!r}")
+        new_dtype = self.dtype if dtype is None else buffer_dtype(dtype)
+        if new_dtype.itemsize != self.dtype.itemsize:
+            raise ValueError(f"recast to {new_dtype} ({new_dtype.itemsize} bytes) of a view of "
+                             f"{self.dtype} ({self.dtype.itemsize} bytes): use view_as")
+        return cls(self._alloc, self.offset, self.shape, new_dtype, self._strides)
+
     def strided_view(self, offset: int, shape, strides) -> "Handle":
         """A view of this handle's memory at byte ``offset`` (of its element ``[0, ..., 0]``,
         counted from this handle's own) with ``shape`` and byte ``strides`` (0 repeats an
