@@ -137,7 +137,8 @@ def main(argv: list[str]) -> None:
         against_stump(20_000, repeats=1)
     print("\n== gpu_stump on numba_cube against numba-cuda's simulator ==")
     if not quick:
-        against_simulator(200)
+        for n in (200, 400):
+            against_simulator(n)
     print("\n== where a gpu_stump call's time goes ==")
     launch_cost(2_000)
     print(f"load: {os.getloadavg()}")
