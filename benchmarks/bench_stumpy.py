@@ -4,15 +4,17 @@
    n = 2,000 and 20,000, m = 50, in one process: both compiled first (a short series), then the
    median of a few calls each; the ratio is ours / stump's (goal <= 1.5).
 2. Against numba-cuda's simulator (``NUMBA_ENABLE_CUDASIM=1``, a subprocess: the simulator
-   replaces numba.cuda for the whole process) at a small n, where the simulator finishes: the
-   ratio is the simulator's / ours (goal >= 10^3).
+   replaces numba.cuda for the whole process) at n = 200 and 400, where the simulator finishes
+   in seconds to minutes (one Python thread per GPU thread): the ratio is the simulator's /
+   ours (goal >= 10^3).
 3. Where one call's time goes: ``gpu_stump`` makes one launch of ``_compute_and_update_PI_kernel``
    per row of the matrix profile (n - m + 1 launches). The per-launch time of the layer
    (``kernel[grid, block](*args)`` on device arrays) is set against the same kernel launched
    through ``client.launch`` directly, and a cProfile of one call lists the top functions.
 
-Run: ``python benchmarks/bench_stumpy.py [--quick]`` (``--quick``: n = 2,000 only). Absolute
-times on a shared machine mean little; the ratios are the result.
+Run: ``python benchmarks/bench_stumpy.py [--quick]`` (``--quick``: n = 2,000 only, no
+simulator; the full run takes several minutes). The load average is printed at the start and
+the end. Absolute times on a shared machine mean little; the ratios are the result.
 """
 
 from __future__ import annotations
