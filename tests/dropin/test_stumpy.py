@@ -4,7 +4,8 @@ the numbers of stumpy's own CPU functions (the reference: stumpy's hand-written 
 stumpy decorates its kernels with eager signatures at import, so it is imported in a fresh
 process after ``install``; one process runs every function, so stumpy's CPU code (the slow part:
 its parallel ``njit`` compiles) and the layer's kernels are compiled once each. Series are small
-(tens of points): the contract is equality, not scale. About half a minute on two cores.
+(tens of points): the contract is equality, not scale. 48 s on two cores with cold caches,
+almost all of it compiles.
 """
 
 from __future__ import annotations
