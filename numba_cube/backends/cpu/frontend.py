@@ -31,10 +31,10 @@ from dataclasses import dataclass, field
 
 from numba_cube.backends.cpu import sourceless
 from numba_cube.errors import CompileError
+from numba_cube.kernel import dialects
 
-#: module names under which numba.cuda lives (the second one is numba-cuda's real package, which
-#: a .pth redirector installs as ``numba.cuda``)
-CUDA_MODULE_NAMES = ("numba.cuda", "numba_cuda.numba.cuda")
+#: module names under which a CUDA kernel API lives (``kernel/dialects.py``)
+CUDA_MODULE_NAMES = dialects.CUDA_MODULE_NAMES
 
 #: prefix/infix reserved for names the translator introduces (see ``check_reserved``)
 RESERVED = "__"
@@ -180,8 +180,7 @@ def check_reserved(fn: SourceFunction) -> None:
 # ---- the CUDA module ---------------------------------------------------------------------
 
 
-def is_cuda_module(obj) -> bool:
-    return isinstance(obj, pytypes.ModuleType) and obj.__name__ in CUDA_MODULE_NAMES
+is_cuda_module = dialects.is_cuda_module
 
 
 def cuda_stub_name(obj) -> str | None:
@@ -204,8 +203,7 @@ def cuda_stub_name(obj) -> str | None:
                     continue
                 # only CUDA's own objects (stubs such as threadIdx, syncthreads, atomic): the
                 # module also re-exports things like numba.float64 (as cuda.double)
-                owner = getattr(value, "__module__", None) or ""
-                if owner.startswith(CUDA_MODULE_NAMES) and not isinstance(
+                if dialects.defined_in_cuda(value) and not isinstance(
                         value, (int, float, str, bool, pytypes.ModuleType)):
                     table.setdefault(id(value), attr)
             _stub_tables[id(mod)] = table
@@ -261,11 +259,18 @@ def resolve(fn: SourceFunction, node: ast.AST) -> Resolved | None:
                        node=node)
     for i in range(len(attrs) + 1):
         if is_cuda_module(obj):
+            # cuda.float32 is a type object the module re-exports, a value like numba.float32
+            scalar = (dialects.numba_scalar_type(getattr(obj, attrs[i], None))
+                      if i < len(attrs) else None)
+            if scalar is not None:
+                return Resolved(obj=scalar, rest=tuple(attrs[i + 1:]), root=root)
             return Resolved(cuda_path=".".join(attrs[i:]), root=root)
         stub = cuda_stub_name(obj)
         if stub is not None:
             return Resolved(cuda_path=".".join([stub, *attrs[i:]]), root=root)
         if i == len(attrs) or not isinstance(obj, pytypes.ModuleType):
+            # numba-cuda-mlir's copy of a Numba scalar type stands for Numba's own
+            obj = dialects.numba_scalar_type(obj) or obj
             return Resolved(obj=obj, rest=tuple(attrs[i:]), root=root)
         try:
             obj = getattr(obj, attrs[i])
