@@ -1,0 +1,141 @@
+"""The CUDA dialects' type objects (``numba_cube/kernel/dialects.py``) as kernels spell them.
+
+numba.cuda re-exports Numba's scalar types (``cuda.float32 is numba.float32``, ``cuda.double``,
+``cuda.boolean``, ...); kernels use them as the dtype of ``cuda.shared.array`` /
+``cuda.local.array`` and as casts (``cuda.float32(x)``). Which of them numba-cuda accepts as an
+array dtype is read off numba-cuda's own typing (its typing context resolves the object to a
+``NumberClass``, a dtype spec); each of those runs on the CPU backend with the values NumPy gives
+for the same conversion. numba-cuda-mlir's dialect has its own file (``test_dialects_mlir.py``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+import numba
+import numpy as np
+import pytest
+from numba import cuda
+from numba.core import types as nbtypes
+
+import numba_cube as cube
+from numba_cube.kernel import dialects
+
+#: numba-cuda accepts bfloat16 arrays on a GPU; the CPU backend has no bfloat16 arithmetic
+CPU_REFUSED = {"bfloat16"}
+
+
+def numba_cuda_array_dtypes(module) -> dict[str, object]:
+    """The scalar type objects ``module`` (numba.cuda) exports that numba-cuda's typing takes as
+    an array dtype: attribute name -> object."""
+    from numba.cuda.descriptor import cuda_target
+    from numba.cuda.typing.npydecl import parse_dtype
+
+    typing = cuda_target.typing_context
+    found = {}
+    for name in sorted(dir(module)):
+        value = getattr(module, name, None)
+        if name.startswith("_") or not isinstance(value, nbtypes.Type):
+            continue
+        spec = typing.resolve_value_type(value)
+        if isinstance(spec, nbtypes.NumberClass) and parse_dtype(spec) is not None:
+            found[name] = value
+    return found
+
+
+def write_kernel(tmp_path, module_name: str, import_line: str, names: list[str]):
+    """A module (real source) with one kernel that, for the k-th type name, declares a shared
+    and a local array of ``cuda.<name>`` by keyword and positionally, stores ``cuda.<name>(x[t])``
+    in both and writes what they hold to ``out[k, t]`` and ``out[k, 4 + t]``."""
+    lines = ["t = cuda.threadIdx.x"]
+    for k, name in enumerate(names):
+        lines += [f"s{k} = cuda.shared.array(shape=4, dtype=cuda.{name})",
+                  f"l{k} = cuda.local.array(2, cuda.{name})",
+                  f"s{k}[t] = cuda.{name}(x[t])",
+                  f"l{k}[1] = cuda.{name}(x[t])"]
+    lines.append("cuda.syncthreads()")
+    for k in range(len(names)):
+        lines += [f"out[{k}, t] = s{k}[3 - t]", f"out[{k}, 4 + t] = l{k}[1]"]
+    source = f"{import_line}\n\n\ndef every_type(x, out):\n" + "".join(
+        f"    {line}\n" for line in lines)
+    path = tmp_path / f"{module_name}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = mod
+    spec.loader.exec_module(mod)
+    return mod.every_type
+
+
+def expected_values(dtypes: list[np.dtype], x: np.ndarray) -> np.ndarray:
+    """What NumPy makes of ``x`` converted to each dtype, as complex128 (the out array)."""
+    rows = []
+    for dt in dtypes:
+        converted = x.astype(dt).astype(np.complex128)
+        rows.append(np.concatenate([converted[::-1], converted]))
+    return np.array(rows)
+
+
+def run_every_type(kernel, n_types: int, x: np.ndarray) -> np.ndarray:
+    with cube.stream():
+        client = cube.client("cpu")
+        out = client.create(np.zeros((n_types, 8), np.complex128))
+        client.launch(cube.kernel(kernel), 1, 4, client.create(x), out)
+        return client.read(out)
+
+
+def test_every_scalar_type_numba_cuda_exports_is_an_array_dtype_and_a_cast(tmp_path):
+    """Every scalar type object numba.cuda exports that numba-cuda's typing takes as an array
+    dtype (``cuda.float32``, ``cuda.double``, ``cuda.boolean``, ``cuda.c8``, ``cuda.uintp``,
+    ...) works as the dtype of a shared and a local array, by keyword and positionally, and as a
+    cast: the values are NumPy's conversions of the same inputs (each distinct object under
+    one of its names: aliases are the same object)."""
+    accepted = numba_cuda_array_dtypes(cuda)
+    assert {"float32", "float64", "int32", "boolean", "complex64", "double"} <= set(accepted)
+    # one spelling per distinct object (cuda.i4, cuda.intc and cuda.int32 are one object):
+    # the translator resolves every spelling to the object, then works on the object only
+    first: dict[int, str] = {}
+    for name in sorted(set(accepted) - CPU_REFUSED):
+        first.setdefault(id(accepted[name]), name)
+    names = sorted(first.values())
+    x = np.array([0.0, 1.75, 2.5, 100.25])
+    kernel = write_kernel(tmp_path, "cuda_type_walk", "from numba import cuda", names)
+    got = run_every_type(kernel, len(names), x)
+    dtypes = [numba.np.numpy_support.as_dtype(accepted[n]) for n in names]
+    np.testing.assert_array_equal(got, expected_values(dtypes, x))
+
+
+def test_cuda_bfloat16_is_refused_naming_the_dtype():
+    """``cuda.bfloat16`` (accepted by numba-cuda on a GPU) has no CPU arithmetic here: a
+    ``CompileError`` naming the dtype and the line, not another element type."""
+    assert "bfloat16" in numba_cuda_array_dtypes(cuda)
+
+    @cube.kernel
+    def half_brain(out):
+        s = cuda.shared.array(4, dtype=cuda.bfloat16)
+        out[0] = s[0]
+
+    with pytest.raises(cube.CompileError, match="bfloat16") as info:
+        half_brain[1, 1](np.zeros(1, np.float32))
+    assert "dtype of a cuda shared/local array" in str(info.value)
+    assert info.value.lineno == half_brain.py_func.__code__.co_firstlineno + 2
+
+
+def test_numba_types_are_their_own_scalar_types():
+    """Numba's own scalar types map to themselves; anything that is not a scalar type object
+    maps to None (a vector type, a function, a NumPy type: the translator handles those)."""
+    for value in (numba.float32, numba.types.int8, cuda.boolean, cuda.c16):
+        assert dialects.numba_scalar_type(value) is value
+    for value in (np.float32, "float32", cuda.float32x4, cuda.grid, None):
+        assert dialects.numba_scalar_type(value) is None
+
+
+def test_cuda_builtins_are_cuda_objects_and_reexported_types_are_not():
+    """``defined_in_cuda``: numba.cuda's stubs and intrinsics are CUDA's own; the Numba types
+    and NumPy objects it re-exports are not."""
+    for value in (cuda.threadIdx, cuda.syncthreads, cuda.atomic, cuda.float32x4):
+        assert dialects.defined_in_cuda(value)
+    for value in (cuda.float32, cuda.double, np.float32, numba.njit):
+        assert not dialects.defined_in_cuda(value)
+    assert dialects.is_cuda_module(cuda) and not dialects.is_cuda_module(numba)
