@@ -77,6 +77,7 @@ def numba_scalar_type(value):
     ``numba.float32``); None for anything else, and for the types Numba has no NumPy
     counterpart for (numba-cuda-mlir's ``complex32``)."""
     from numba.core import types as nbtypes
+    from numba.core.errors import NumbaError
     from numba.np import numpy_support
 
     if isinstance(value, (nbtypes.Number, nbtypes.Boolean)):
@@ -84,8 +85,10 @@ def numba_scalar_type(value):
     if not _is_mlir_scalar(value):
         return None
     try:
-        return numpy_support.from_dtype(np.dtype(str(value)))
-    except (TypeError, ValueError, NotImplementedError):
+        dtype = np.dtype(str(value))
+        # (NumPy parses "complex32" as a 2-byte dtype of no scalar kind Numba knows)
+        return numpy_support.from_dtype(dtype) if dtype.kind in "biufc" else None
+    except (TypeError, ValueError, NotImplementedError, NumbaError):
         return None
 
 

@@ -197,8 +197,8 @@ class CudaCalls(WarpLowering, RaiseLowering):
         if special is not None:
             return special
         if name is None:
-            what = f" ({obj!r})" if obj is not None else ""
-            raise self._err(f"the dtype of a cuda shared/local array{what} must be a NumPy or "
+            what = ast.unparse(node) + (f" = {obj!r}" if obj is not None else "")
+            raise self._err(f"the dtype of a cuda shared/local array ({what}) must be a NumPy or "
                             "Numba scalar type (e.g. cuda.float32, numba.float32, np.int64, "
                             "'float32') or a record dtype on the CPU backend", "array dtype",
                             stmt)
