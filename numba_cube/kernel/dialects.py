@@ -24,7 +24,7 @@ import types as pytypes
 import numpy as np
 
 __all__ = ["CUDA_MODULE_NAMES", "defined_in_cuda", "is_cuda_module", "is_mlir_dispatcher",
-           "numba_scalar_type"]
+           "is_mlir_scalar", "is_scalar_type_object", "numba_scalar_type"]
 
 #: module names under which a CUDA kernel API lives: numba.cuda (the second name is numba-cuda's
 #: real package, which a .pth redirector installs as ``numba.cuda``) and numba-cuda-mlir's
@@ -54,10 +54,11 @@ def is_scalar_type_object(value) -> bool:
 
     if isinstance(value, (nbtypes.Number, nbtypes.Boolean)):
         return True
-    return _is_mlir_scalar(value)
+    return is_mlir_scalar(value)
 
 
-def _is_mlir_scalar(value) -> bool:
+def is_mlir_scalar(value) -> bool:
+    """numba-cuda-mlir's copy of a Numba scalar type object (by its class: imports nothing)."""
     return (not isinstance(value, type) and type(value).__name__ in _SCALAR_CLASSES
             and _owner(type(value)).startswith(_MLIR_TYPES_PACKAGE + "."))
 
@@ -82,7 +83,7 @@ def numba_scalar_type(value):
 
     if isinstance(value, (nbtypes.Number, nbtypes.Boolean)):
         return value
-    if not _is_mlir_scalar(value):
+    if not is_mlir_scalar(value):
         return None
     try:
         dtype = np.dtype(str(value))

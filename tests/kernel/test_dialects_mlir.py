@@ -91,7 +91,9 @@ def test_a_kernel_written_against_numba_cuda_mlir_runs(wrap):
     """A kernel using numba-cuda-mlir's builtins (grid, threadIdx, syncthreads, shared arrays by
     keyword, dynamic shared memory in a device function, atomics, casts with its types) runs on
     the CPU backend, given as a plain function or as its ``cuda.jit`` dispatcher, with NumPy's
-    values; the IO analysis reads x, writes out, reads and writes hits."""
+    values; the IO analysis reads x, writes out, reads and writes hits; the kernel's id is the
+    same in every process (its type objects and options have faithful encodings), so on-disk
+    caches serve it."""
     kernel = cube.kernel(block_sums if wrap == "function" else cuda.jit(block_sums))
     x = np.arange(8, dtype=np.float32) + 0.5
     with cube.stream():
@@ -105,6 +107,7 @@ def test_a_kernel_written_against_numba_cuda_mlir_runs(wrap):
     np.testing.assert_array_equal(got, expected.astype(np.float32))
     assert counted[0] == 8
     assert kernel.io(x, x, np.zeros(1, np.int64)) == {"x": "r", "out": "w", "hits": "rw"}
+    assert kernel.id_is_stable
 
 
 def test_a_type_without_cpu_arithmetic_is_refused_naming_it():
