@@ -264,8 +264,7 @@ class CubeKernel:
                 warps_emit.emit_exchange(w, it, fn, self.uniform, self.total, "__nt",
                                          it.k in self.snapshots)
             elif isinstance(it, Check):
-                group = self.total if self.grid and it.kind == "flow" else "__nt"
-                warps_emit.emit_check(w, it, fn, self.total, group)
+                warps_emit.emit_check(w, it, fn, self.total, "__nt")
             elif isinstance(it, MaskedIf):
                 with w.indent(f"if {self.printer.emit_bounds(w, it.mask, 1)}:"):
                     self._items(w, it.body)

@@ -29,8 +29,9 @@ once per cube:
   ``"flow"`` followed by the ``Flow``, when the loop contains a barrier: the loop is left at
   cube level when every live unit takes it, and the launch fails with ``DivergenceError``
   naming the line when only some do (on a GPU the others would wait at the loop's next
-  barrier). Leaving a masked ``while``, or a loop of warp intrinsics or lockstep points only
-  (which a GPU's warps may leave at different times), this way stays refused.
+  barrier). Leaving a masked ``while``, a loop of warp intrinsics or lockstep points only
+  (which a GPU's warps may leave at different times), or any loop in grid mode (where it runs
+  once for the whole grid) this way stays refused.
 - ``Exchange``: a warp intrinsic, between the region that stores its operands and the one that
   reads its result.
 - ``Check``: a barrier or grid sync under a run-time mask.
@@ -138,8 +139,11 @@ class Splitter:
     """Builds the plan; raises CompileError for what cannot run as loops over units."""
 
     def __init__(self, fn: SourceFunction, uniform: set[str], purity: Purity,
-                 masked: frozenset = frozenset()):
+                 masked: frozenset = frozenset(), grid: bool = False):
         self.fn = fn
+        #: grid mode (``fission``): cube-level loops run once for the whole grid, so a loop
+        #: exit under a run-time mask would need every cube to agree, which CUDA does not ask
+        self.grid = grid
         self.uniform = uniform
         self.purity = purity
         self.masked = masked
@@ -275,6 +279,13 @@ class Splitter:
         agreement check for one under masked ``if``s inside that loop; else refused."""
         if self._loop_ctx and self._loop_ctx[-1] == ctx:
             return None
+        if self.grid and self._loop_ctx and self._loop_ctx[-1] != "masked":
+            kw = type(flow).__name__.lower()
+            raise self.fn.error(
+                f"'{kw}' under a unit-dependent condition leaving a loop in a kernel that syncs "
+                "the grid: the CPU backend runs such a loop once for the whole grid, so cubes "
+                "cannot leave it at different rounds; make the condition cube-uniform",
+                f"'{kw}' under a run-time condition in grid mode", flow)
         # Only a barrier makes every unit of the cube agree: a loop of warp intrinsics or
         # lockstep points alone may be left by some warps or units and not others on a GPU.
         if self._loop_ctx and self._loop_ctx[-1] != "masked" and any(
@@ -392,9 +403,9 @@ class CubePlan:
     grid: bool                  # the kernel syncs the grid: fission's grid mode
 
 
-def build_plan(fn: SourceFunction, body, uniform, purity, masked=frozenset()):
+def build_plan(fn: SourceFunction, body, uniform, purity, masked=frozenset(), grid=False):
     """Split ``body`` into a plan and annotate each region with its live sets."""
-    splitter = Splitter(fn, uniform, purity, masked)
+    splitter = Splitter(fn, uniform, purity, masked, grid)
     plan = splitter.split(body)
     PlanLiveness().stmts(plan, set())
     return plan, splitter
@@ -410,6 +421,6 @@ def build_cube_plan(fn: SourceFunction, body, seed: set[str], purity: Purity,
     if loops.count:          # (the rewrite copies compound statements: masks are by identity)
         body = rewritten
         uniform, masked = uniform_with_masks(body, seed, purity)
-    items, splitter = build_plan(fn, body, uniform, purity, masked)
+    items, splitter = build_plan(fn, body, uniform, purity, masked, grid)
     return CubePlan(items, splitter.regions, uniform, splitter.masks, splitter.exchanges,
                     splitter.checks, grid)

@@ -124,8 +124,8 @@ def _raise(w: Writer, fn, node, what: str, detail: str) -> None:
 
 def emit_check(w: Writer, check: Check, fn, total: str, group: str) -> None:
     """A barrier or grid sync under a run-time mask: all live units of the cube (grid) or none;
-    the same for a ``break``/``continue`` of a cube-level loop (kind ``"flow"``; ``group`` is
-    the whole grid in grid mode, where such a loop runs once per grid)."""
+    the same for a ``break``/``continue`` of a cube-level loop (kind ``"flow"``; never in grid
+    mode, ``plan.Splitter._flow_check``)."""
     scope = total if check.kind == "grid" else group
     with w.indent(f"if __check_cube({active(check.ctx)}, __exited, {total}, {scope}):"):
         if check.kind == "barrier":

@@ -165,6 +165,28 @@ def test_break_leaving_a_loop_of_warp_intrinsics_refused():
     check(err, break_across_shuffle, "            break", "'break' crossing a barrier region")
 
 
+@cuda.jit
+def break_on_shared_flag_with_grid_sync(x, out):
+    g = cuda.cg.this_grid()
+    flag = cuda.shared.array(1, float64)
+    for r in range(4):
+        if cuda.threadIdx.x == 0:
+            flag[0] = x[r * cuda.gridDim.x + cuda.blockIdx.x]
+        cuda.syncthreads()
+        if flag[0] > 0:
+            break
+        g.sync()
+    out[cuda.grid(1)] = 1
+
+
+def test_break_under_a_shared_flag_in_a_grid_sync_kernel_refused():
+    """In a kernel that syncs the grid, loops run once for the whole grid, so a `break` under
+    a condition that is uniform per cube only at run time is refused, naming grid mode."""
+    err = refused(break_on_shared_flag_with_grid_sync)
+    check(err, break_on_shared_flag_with_grid_sync, "            break", "grid mode")
+    assert "syncs the grid" in str(err)
+
+
 @cuda.jit(device=True)
 def device_with_barrier(x):
     cuda.syncthreads()
