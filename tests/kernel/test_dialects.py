@@ -22,6 +22,8 @@ from dtype_walk import expected_values, run_every_type, write_kernel
 
 #: numba-cuda accepts bfloat16 arrays on a GPU; the CPU backend has no bfloat16 arithmetic
 CPU_REFUSED = {"bfloat16"}
+# (Vector types such as cuda.float32x4 are no array dtype for numba-cuda: its typing resolves
+# them to a Function, which parse_dtype refuses, so the walk below leaves them out by itself.)
 
 
 def numba_cuda_array_dtypes(module) -> dict[str, object]:
@@ -31,6 +33,7 @@ def numba_cuda_array_dtypes(module) -> dict[str, object]:
     from numba.cuda.typing.npydecl import parse_dtype
 
     typing = cuda_target.typing_context
+    typing.refresh()                    # (loads numba-cuda's typing registries, as a compile does)
     found = {}
     for name in sorted(dir(module)):
         value = getattr(module, name, None)

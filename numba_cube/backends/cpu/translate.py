@@ -99,7 +99,8 @@ dtypes however numba-cuda accepts them (cuda.float32, numba.float32, numba.types
 np.float32, 'float32', ...), positional or by keyword (shape=, dtype=, alignment=), and
 cuda.shared.array(0, dtype) (dynamic shared memory, sized by the launch; every declaration, in
 the kernel or its device functions, views the same bytes); the scalar types numba.cuda
-re-exports as casts (cuda.float32(x)); cuda.const.array_like (also ndarray=); cuda.atomic.add/sub/max/min/nanmax/nanmin/exch/cas/
+re-exports as casts (cuda.float32(x)); cuda.const.array_like (also ndarray=);
+cuda.atomic.add/sub/max/min/nanmax/nanmin/exch/cas/
 compare_and_swap/and_/or_/xor/inc/dec (real CPU atomics on global arrays, plain read-modify-write
 on shared/local arrays); cuda.threadfence*() and cuda.nanosleep() (no-ops); cuda.selp, cuda.fma,
 cuda.cbrt; cuda.popc/clz/ffs/brev and x.bit_count() (bitops.py); float16 arrays, scalars and
@@ -122,13 +123,15 @@ its cuda.jit dispatchers; kernel/dialects.py).
 Refused with CompileError (construct + line): a barrier or warp intrinsic in a 'for' loop over
 a range that is not provably cube-uniform; warp-synchronous memory exchange in a loop that units
 leave at different rounds (break/continue under a unit-dependent condition); break/continue
-under a unit-dependent condition leaving a loop of warp intrinsics without a barrier, or a
-'while' whose own condition is not provably uniform; recursion, 'return' inside a loop, or a lazily
-evaluated call (and/or, while condition) of an inlined device function; warp intrinsics and
+under a unit-dependent condition leaving a loop of warp intrinsics without a barrier, a
+'while' whose own condition is not provably uniform, or any loop of a kernel that syncs the
+grid; recursion, 'return' inside a loop, or a lazily evaluated call (and/or, while
+condition) of an inlined device function; warp intrinsics and
 barrier reductions in conditionally evaluated expressions (right of and/or, x if c else y);
 a width argument to the shuffles (numba-cuda has none); cooperative groups other than
 this_grid().sync(); syncthreads_count/and/or or dynamic shared memory in a kernel that syncs the
-grid; bfloat16 (and numba-cuda-mlir's complex32) array elements; other CUDA builtins (cuda.fp16.htanh_approx, ...); with/try/lambda/global/nonlocal/
+grid; bfloat16 (and numba-cuda-mlir's complex32) array elements; other CUDA builtins
+(cuda.fp16.htanh_approx, ...); with/try/lambda/global/nonlocal/
 yield/:=/del; kernels returning a value; plain Python (non-jitted) function calls; identifiers
 containing '__' (reserved for generated names).
 
