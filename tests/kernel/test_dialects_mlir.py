@@ -127,10 +127,10 @@ def test_a_type_without_cpu_arithmetic_is_refused_naming_it():
 def test_its_dispatchers_options_are_read_by_numba_cudas_names():
     """``cube.kernel(cuda.jit(f, **options))`` with numba-cuda-mlir's ``cuda.jit`` keeps the
     options that differ from its defaults, by numba-cuda's names (``fastmath``, ``debug``,
-    ``opt``, ``lineinfo``, ...), as for numba-cuda's dispatchers; a device function is no
+    ``opt``, ``max_registers``, ...), as for numba-cuda's dispatchers; a device function is no
     kernel."""
     assert dict(cube.kernel(cuda.jit(block_sums)).options) == {}
-    options = {"fastmath": True, "debug": True, "opt": False, "lineinfo": True}
+    options = {"fastmath": True, "debug": True, "opt": False, "max_registers": 32}
     assert dict(cube.kernel(cuda.jit(block_sums, **options)).options) == options
     with pytest.raises(cube.CompileError, match="device function"):
         cube.kernel(cuda.jit(device=True)(block_sums))
