@@ -75,7 +75,7 @@ def block_sums(x, out, hits):
     """Reverse each cube's slice through dynamic shared memory (declared in a device function
     and again, aliasing it, in the kernel), add a static shared buffer's neighbour, count units
     with an atomic."""
-    tile = cuda.shared.array(shape=(4,), dtype=cuda.float32)
+    tile = cuda.shared.array(shape=(4,), dtype=cuda.float32, alignas=16)
     again = cuda.shared.array(0, cuda.float32)
     t = cuda.threadIdx.x
     i = cuda.grid(1)
