@@ -10,9 +10,11 @@ Name resolution follows Python's own rules for a function body: a name assigned 
 function (or a parameter) is local; any other name is looked up in the closure cells, then the
 module globals, then builtins. Attribute chains rooted at a module (``np.float32``,
 ``numba.cuda.threadIdx.x``, ``config.TPB``) are followed through modules, so the translator sees the
-object they denote. The CUDA module is recognised by identity, whatever it is bound to
-(``cuda``, ``import numba.cuda as nc``), and so are objects imported from it
-(``from numba.cuda import threadIdx, syncthreads``). A device function being inlined at a call
+object they denote. The CUDA module (numba.cuda, or numba-cuda-mlir's ``numba_cuda_mlir.cuda``:
+``kernel/dialects.py``) is recognised whatever it is bound to (``cuda``, ``import numba.cuda as
+nc``), and so are objects imported from it (``from numba.cuda import threadIdx, syncthreads``);
+the scalar type objects it re-exports (``cuda.float32``) are values, Numba's own types (for
+numba-cuda-mlir's copies, the Numba type of the same name). A device function being inlined at a call
 site (``inline.py``) resolves the parameters bound to compile-time values there (a function such
 as ``cuda.atomic.add``, a dtype, a shape) as if they were closure variables
 (``SourceFunction.static``).
