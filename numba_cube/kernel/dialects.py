@@ -49,12 +49,10 @@ def _owner(value) -> str:
 
 
 def is_scalar_type_object(value) -> bool:
-    """A Numba scalar type object (``numba.float32``) or numba-cuda-mlir's copy of one."""
-    from numba.core import types as nbtypes
-
-    if isinstance(value, (nbtypes.Number, nbtypes.Boolean)):
-        return True
-    return is_mlir_scalar(value)
+    """A Numba scalar type object with a NumPy dtype (``numba.float32``), or numba-cuda-mlir's
+    copy of one. ``cuda.bfloat16`` is none: it stays a CUDA builtin, which the CPU backend
+    refuses by name."""
+    return numba_scalar_type(value) is not None
 
 
 def is_mlir_scalar(value) -> bool:
@@ -75,13 +73,17 @@ def defined_in_cuda(value) -> bool:
 def numba_scalar_type(value):
     """Numba's own type object for a scalar type object of a CUDA dialect: ``value`` itself
     for Numba's, the Numba type of the same name for numba-cuda-mlir's (``float32`` ->
-    ``numba.float32``); None for anything else, and for the types Numba has no NumPy
-    counterpart for (numba-cuda-mlir's ``complex32``)."""
+    ``numba.float32``); None for anything else, and for the types without a NumPy dtype
+    (``bfloat16``, numba-cuda-mlir's ``complex32``)."""
     from numba.core import types as nbtypes
     from numba.core.errors import NumbaError
     from numba.np import numpy_support
 
     if isinstance(value, (nbtypes.Number, nbtypes.Boolean)):
+        try:
+            numpy_support.as_dtype(value)
+        except (NotImplementedError, NumbaError):
+            return None
         return value
     if not is_mlir_scalar(value):
         return None

@@ -84,17 +84,18 @@ def test_cuda_bfloat16_is_refused_naming_the_dtype():
 
 def test_numba_types_are_their_own_scalar_types():
     """Numba's own scalar types map to themselves; anything that is not a scalar type object
-    maps to None (a vector type, a function, a NumPy type: the translator handles those)."""
-    for value in (numba.float32, numba.types.int8, cuda.boolean, cuda.c16):
+    with a NumPy dtype maps to None (a vector type, a function, a NumPy type: the translator
+    handles those; ``cuda.bfloat16``, which stays a CUDA builtin the CPU backend refuses)."""
+    for value in (numba.float32, numba.types.int8, cuda.boolean, cuda.c16, numba.float16):
         assert dialects.numba_scalar_type(value) is value
-    for value in (np.float32, "float32", cuda.float32x4, cuda.grid, None):
+    for value in (np.float32, "float32", cuda.float32x4, cuda.grid, None, cuda.bfloat16):
         assert dialects.numba_scalar_type(value) is None
 
 
 def test_cuda_builtins_are_cuda_objects_and_reexported_types_are_not():
     """``defined_in_cuda``: numba.cuda's stubs and intrinsics are CUDA's own; the Numba types
     and NumPy objects it re-exports are not."""
-    for value in (cuda.threadIdx, cuda.syncthreads, cuda.atomic, cuda.float32x4):
+    for value in (cuda.threadIdx, cuda.syncthreads, cuda.atomic, cuda.float32x4, cuda.bfloat16):
         assert dialects.defined_in_cuda(value)
     for value in (cuda.float32, cuda.double, np.float32, numba.njit):
         assert not dialects.defined_in_cuda(value)
