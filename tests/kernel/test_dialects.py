@@ -86,7 +86,7 @@ def test_numba_types_are_their_own_scalar_types():
     """Numba's own scalar types map to themselves; anything that is not a scalar type object
     with a NumPy dtype maps to None (a vector type, a function, a NumPy type: the translator
     handles those; ``cuda.bfloat16``, which stays a CUDA builtin the CPU backend refuses)."""
-    for value in (numba.float32, numba.types.int8, cuda.boolean, cuda.c16, numba.float16):
+    for value in (numba.float32, numba.types.int8, cuda.boolean, cuda.c16, numba.types.float16):
         assert dialects.numba_scalar_type(value) is value
     for value in (np.float32, "float32", cuda.float32x4, cuda.grid, None, cuda.bfloat16):
         assert dialects.numba_scalar_type(value) is None
