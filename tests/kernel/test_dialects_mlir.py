@@ -16,6 +16,7 @@ import pytest
 if sys.version_info < (3, 11) or sys.platform != "linux":    # its wheels: CPython >= 3.11, Linux
     pytest.importorskip("numba_cuda_mlir")
 from numba_cuda_mlir import cuda  # noqa: E402
+from numba_cuda_mlir.cuda import float32, local, shared, syncthreads, threadIdx  # noqa: E402
 
 import numba_cube as cube  # noqa: E402
 from numba_cube.kernel import dialects  # noqa: E402
@@ -108,6 +109,30 @@ def test_a_kernel_written_against_numba_cuda_mlir_runs(wrap):
     assert counted[0] == 8
     assert kernel.io(x, x, np.zeros(1, np.int64)) == {"x": "r", "out": "w", "hits": "rw"}
     assert kernel.id_is_stable
+
+
+def reverse_by_imported_names(out):
+    """Names imported from numba-cuda-mlir's module (its shared/local namespaces are modules)."""
+    tile = shared.array(shape=4, dtype=float32)
+    own = local.array(2, float32)
+    t = threadIdx.x
+    tile[t] = t * 2.0
+    syncthreads()
+    own[0] = tile[3 - t]
+    out[t] = own[0]
+
+
+def test_names_imported_from_its_module_are_its_builtins():
+    """``from numba_cuda_mlir.cuda import shared, local, threadIdx, ...``: ``shared.array`` is
+    ``cuda.shared.array`` (numba-cuda-mlir makes those namespaces modules, numba.cuda classes),
+    with NumPy's values and the IO analysis's write."""
+    kernel = cube.kernel(reverse_by_imported_names)
+    with cube.stream():
+        client = cube.client("cpu")
+        out = client.empty(4, np.float32)
+        client.launch(kernel, 1, 4, out)
+        np.testing.assert_array_equal(client.read(out), np.arange(4.0)[::-1] * 2)
+    assert kernel.io(np.zeros(4, np.float32)) == {"out": "w"}
 
 
 def test_a_type_without_cpu_arithmetic_is_refused_naming_it():

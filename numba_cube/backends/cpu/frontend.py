@@ -185,9 +185,14 @@ def check_reserved(fn: SourceFunction) -> None:
 is_cuda_module = dialects.is_cuda_module
 
 
+#: CUDA namespaces that numba-cuda-mlir makes submodules (numba.cuda: stub classes), so that
+#: ``from numba_cuda_mlir.cuda import shared`` then ``shared.array`` is ``cuda.shared.array``
+_MODULE_NAMESPACES = ("shared", "local", "const")
+
+
 def cuda_stub_name(obj) -> str | None:
     """If ``obj`` is an attribute of the (already imported) CUDA module, its name there."""
-    if isinstance(obj, (int, float, str, bool, pytypes.ModuleType)) or obj is None:
+    if isinstance(obj, (int, float, str, bool)) or obj is None:
         return None
     for modname in CUDA_MODULE_NAMES:
         mod = sys.modules.get(modname)
@@ -205,7 +210,9 @@ def cuda_stub_name(obj) -> str | None:
                     continue
                 # only CUDA's own objects (stubs such as threadIdx, syncthreads, atomic): the
                 # module also re-exports things like numba.float64 (as cuda.double)
-                if dialects.defined_in_cuda(value) and not isinstance(
+                namespace = (isinstance(value, pytypes.ModuleType) and attr in _MODULE_NAMESPACES
+                             and value.__name__ == f"{mod.__name__}.{attr}")
+                if namespace or dialects.defined_in_cuda(value) and not isinstance(
                         value, (int, float, str, bool, pytypes.ModuleType)):
                     table.setdefault(id(value), attr)
             _stub_tables[id(mod)] = table
