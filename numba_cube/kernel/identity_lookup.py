@@ -13,13 +13,15 @@ import os
 import sys
 import types as pytypes
 
+from .dialects import is_mlir_scalar, numba_scalar_type
+
 __all__ = ["UNDEFINED", "references", "global_value", "through_modules", "library_name",
            "importable", "is_library_module", "is_dispatcher", "is_fake_kernel",
            "dispatcher_options", "numba_type_name"]
 
 #: packages whose objects are identified by their import path instead of their contents:
 #: installed libraries whose code does not change while a process runs
-LIBRARY_PACKAGES = ("numpy", "numba", "numba_cuda", "llvmlite")
+LIBRARY_PACKAGES = ("numpy", "numba", "numba_cuda", "numba_cuda_mlir", "llvmlite")
 _BUILTIN_MODULES = frozenset({"builtins", "math", "cmath", "operator", "_operator"})
 _CHAIN_OPS = frozenset({"LOAD_ATTR", "LOAD_METHOD"})
 
@@ -162,7 +164,11 @@ def dispatcher_options(obj) -> dict:
 
 
 def numba_type_name(obj) -> str | None:
-    """``"<class>:<name>"`` of a Numba type (``numba.float32``), else None."""
+    """``"<class>:<name>"`` of a Numba type (``numba.float32``), or of numba-cuda-mlir's copy
+    of a Numba scalar type, which stands for Numba's own (``dialects.numba_scalar_type``), else
+    None."""
+    if is_mlir_scalar(obj):             # (checked by class name: imports nothing)
+        obj = numba_scalar_type(obj)
     numba_types = sys.modules.get("numba.core.types")
     if numba_types is not None and isinstance(obj, numba_types.Type):
         return f"{type(obj).__qualname__}:{obj.name}"

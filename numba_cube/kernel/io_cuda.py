@@ -19,11 +19,14 @@ import sys
 import threading
 import types as pytypes
 
+from numba_cube.kernel import dialects
+
 __all__ = ["cuda_path", "is_cuda_object", "namespace_prefix"]
 
-#: submodules of numba.cuda that are part of its kernel API (not ``random``: see the docstring)
-_API_NAMESPACES = ("libdevice", "cg", "fp16", "bf16")
-_PACKAGE_NAMES = ("numba.cuda", "numba_cuda.numba.cuda")
+#: submodules of numba.cuda that are part of its kernel API (not ``random``: see the docstring);
+#: numba-cuda-mlir makes ``shared``, ``local`` and ``const`` modules too (numba.cuda: classes)
+_API_NAMESPACES = ("libdevice", "cg", "fp16", "bf16", "shared", "local", "const")
+_PACKAGE_NAMES = dialects.CUDA_MODULE_NAMES
 _SIMULATOR_API = "numba.cuda.simulator.kernelapi"
 # The simulator's fake API classes, by the namespace each one stands for ("" is numba.cuda).
 _SIMULATOR_CLASSES = {"FakeCUDAModule": "", "FakeCUDAAtomic": "atomic.", "FakeCUDAConst": "const.",
@@ -75,9 +78,11 @@ def _namespaces() -> list[tuple[pytypes.ModuleType, str]]:
     for pkg, _ in list(mods):
         for name in _API_NAMESPACES:
             sub = pkg.__dict__.get(name)
-            # Under the simulator, numba.cuda.bf16 is the simulator's module of that name.
+            # Under the simulator, numba.cuda.bf16 is the simulator's module of that name;
+            # numba-cuda-mlir keeps cg in its copy of numba-cuda.
             if isinstance(sub, pytypes.ModuleType) and sub.__name__ in (
-                    f"{pkg.__name__}.{name}", f"{pkg.__name__}.simulator.{name}"):
+                    f"{pkg.__name__}.{name}", f"{pkg.__name__}.simulator.{name}",
+                    f"numba_cuda_mlir.numba_cuda.{name}"):
                 mods.append((sub, name + "."))
     return mods
 
@@ -111,6 +116,4 @@ def _table() -> dict[int, tuple[object, str]]:
 def _defined_in_cuda(value) -> bool:
     """numba.cuda's own objects among its attributes, not what it re-exports (``numba.float64``
     as ``cuda.double``, NumPy): those are not builtins with a CUDA rule."""
-    owner = getattr(value, "__module__", None)
-    return isinstance(owner, str) and (owner == "numba.cuda" or owner.startswith(
-        ("numba.cuda.", "numba_cuda.")))
+    return dialects.defined_in_cuda(value)

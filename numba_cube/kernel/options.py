@@ -2,8 +2,8 @@
 
 ``cube.kernel(fn, **options)`` takes the options numba-cuda's ``cuda.jit`` takes, and
 ``cube.kernel(cuda.jit(**options)(fn))`` reads them back from the dispatcher (numba-cuda keeps
-them in ``CUDADispatcher.targetoptions``; the simulator's ``FakeCUDAKernel`` keeps ``fastmath``
-and ``debug`` only). Options given directly win over the dispatcher's. Only options that differ
+them in ``CUDADispatcher.targetoptions``, numba-cuda-mlir in its dispatcher's; the simulator's
+``FakeCUDAKernel`` keeps ``fastmath`` and ``debug`` only). Options given directly win over the dispatcher's. Only options that differ
 from ``cuda.jit``'s defaults are kept, so ``cube.kernel(cuda.jit(f))`` is ``cube.kernel(f)``.
 
 A name ``cuda.jit`` does not know is an ``OptionError`` (a ``TypeError``, as for any unexpected
@@ -27,6 +27,7 @@ import sys
 from typing import Mapping
 
 from ..errors import CompileError, OptionError
+from .dialects import is_mlir_dispatcher
 
 __all__ = ["KNOWN_OPTIONS", "kernel_options", "resolve", "dispatcher_options"]
 
@@ -95,6 +96,13 @@ def dispatcher_options(fn) -> dict:
     targetoptions = getattr(fn, "targetoptions", None)
     if not isinstance(targetoptions, dict):
         return {}
+    if is_mlir_dispatcher(fn):
+        # cuda.jit's options by numba-cuda's names; numba-cuda-mlir's own knobs (dumps,
+        # opt_level derived from opt, abi, chip, ...) are its compiler's, not the kernel's
+        reference = _mlir_jit_defaults()
+        return {k: v for k, v in targetoptions.items()
+                if (k in KNOWN_OPTIONS or k == "device")
+                and (k not in reference or not _same(reference[k], v))}
     cuda_dispatcher = getattr(sys.modules.get("numba.cuda.dispatcher"), "CUDADispatcher", None)
     if cuda_dispatcher is None or not isinstance(fn, cuda_dispatcher):
         return {k: targetoptions[k] for k in _NJIT_SHARED if k in targetoptions}
@@ -112,6 +120,15 @@ def _cuda_jit_defaults() -> dict:
     """``targetoptions`` of a dispatcher made by a bare ``cuda.jit``: numba-cuda's own defaults,
     including those it derives from its configuration (``debug``, ``opt``, ``lto``)."""
     from numba import cuda
+
+    return dict(cuda.jit(_reference_kernel).targetoptions)
+
+
+@functools.cache
+def _mlir_jit_defaults() -> dict:
+    """``targetoptions`` of a bare numba-cuda-mlir ``cuda.jit`` (imported only when a kernel
+    is one of its dispatchers)."""
+    from numba_cuda_mlir import cuda
 
     return dict(cuda.jit(_reference_kernel).targetoptions)
 

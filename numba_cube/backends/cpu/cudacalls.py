@@ -63,6 +63,9 @@ def _expr(src: str) -> ast.expr:
     return ast.parse(src, mode="eval").body
 
 
+#: the parameters of ``cuda.shared.array`` / ``cuda.local.array``, in numba-cuda's order
+DECL_PARAMS = ("shape", "dtype", "alignment")
+
 #: numba.cuda's bit intrinsics, on the argument's own integer width (``bitops.py``)
 BIT_INTRINSICS = frozenset({"popc", "clz", "ffs", "brev"})
 
@@ -113,13 +116,7 @@ class CudaCalls(WarpLowering, RaiseLowering):
         if len(stmt.targets) != 1 or not isinstance(stmt.targets[0], ast.Name):
             raise self._err(f"cuda.{kind}.array must be assigned to a single plain name",
                             f"cuda.{kind}.array", stmt)
-        args = list(call.args) + [k.value for k in call.keywords]
-        kw = {k.arg: k.value for k in call.keywords}
-        shape = kw.get("shape", call.args[0] if call.args else None)
-        dtype = kw.get("dtype", call.args[1] if len(call.args) > 1 else None)
-        if shape is None or dtype is None or len(args) != 2:
-            raise self._err(f"cuda.{kind}.array needs (shape, dtype)", f"cuda.{kind}.array",
-                            stmt)
+        shape, dtype = self._decl_arguments(call, kind, stmt)
         try:    # evaluated in the source's scope, as numba-cuda's typing proves it constant
             value = constexpr.shape_value(self.fn, shape, self.pristine)
         except constexpr.NotConstant:
@@ -145,6 +142,44 @@ class CudaCalls(WarpLowering, RaiseLowering):
                             "memory, may have size 0)", f"cuda.{kind}.array of size <= 0", stmt)
         return ArrayDecl(stmt.targets[0].id, repr(value), self._dtype_name(dtype, stmt), stmt)
 
+    def _decl_arguments(self, call: ast.Call, kind: str, stmt) -> tuple[ast.expr, ast.expr]:
+        """``(shape, dtype)`` of ``cuda.<kind>.array(shape, dtype, alignment=None)``, positional
+        or by keyword as numba-cuda binds them (numba-cuda-mlir calls the third ``alignas``).
+        The alignment is checked as numba-cuda checks it and has no other effect here: it
+        places the array in memory but does not change a value the kernel computes."""
+        what = f"cuda.{kind}.array"
+        bound: dict[str, ast.expr] = dict(zip(DECL_PARAMS, call.args))
+        for k in call.keywords:
+            name = "alignment" if k.arg == "alignas" else k.arg
+            if k.arg is None or name not in DECL_PARAMS:
+                raise self._err(f"{what} got an unexpected keyword argument "
+                                f"{'**' if k.arg is None else repr(k.arg)}; it takes (shape, "
+                                "dtype, alignment=None)", what, stmt)
+            if name in bound:
+                raise self._err(f"{what} got multiple values for argument {name!r}", what, stmt)
+            bound[name] = k.value
+        if len(call.args) > len(DECL_PARAMS) or "shape" not in bound or "dtype" not in bound:
+            raise self._err(f"{what} needs (shape, dtype) and takes an optional alignment",
+                            what, stmt)
+        if "alignment" in bound:
+            self._check_alignment(bound["alignment"], what, stmt)
+        return bound["shape"], bound["dtype"]
+
+    def _check_alignment(self, node, what, stmt) -> None:
+        """numba-cuda's rules (``cudaimpl._validate_alignment``): None, or a constant power of
+        two that is a multiple of the pointer size."""
+        try:
+            value = constexpr.evaluate(self.fn, node, self.pristine)
+        except (constexpr.NotConstant, TypeError, ValueError):
+            value = "not a constant"
+        if value is None:
+            return
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) \
+                or value <= 0 or value & (value - 1) or value % 8:
+            raise self._err(f"the alignment of {what} must be None or a constant power of two "
+                            f"that is a multiple of 8 (numba-cuda's rule), got {value!r}",
+                            f"{what} alignment", stmt)
+
     def _dtype_name(self, node, stmt) -> str:
         obj = None
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
@@ -162,9 +197,11 @@ class CudaCalls(WarpLowering, RaiseLowering):
         if special is not None:
             return special
         if name is None:
-            raise self._err("the dtype of a cuda shared/local array must be a NumPy or Numba "
-                            "scalar type (e.g. numba.float32, np.int64) or a record dtype",
-                            "array dtype", stmt)
+            what = ast.unparse(node) + (f" = {obj!r}" if obj is not None else "")
+            raise self._err(f"the dtype of a cuda shared/local array ({what}) must be a NumPy or "
+                            "Numba scalar type (e.g. cuda.float32, numba.float32, np.int64, "
+                            "'float32') or a record dtype on the CPU backend", "array dtype",
+                            stmt)
         return name
 
     def _barrier_reduction(self, path, call, target, node):
@@ -203,6 +240,9 @@ class CudaCalls(WarpLowering, RaiseLowering):
         raise self._unsupported_cuda(path, node)
 
     def _cuda_call(self, path, node):
+        if path == "const.array_like" and len(node.args) + len(node.keywords) == 1 and all(
+                k.arg == "ndarray" for k in node.keywords):       # numba-cuda's parameter name
+            return self.visit(node.args[0] if node.args else node.keywords[0].value)
         args = [self.visit(a) for a in node.args]
         if node.keywords:
             raise self._err(f"keyword arguments to cuda.{path} are not supported",

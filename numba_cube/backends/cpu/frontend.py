@@ -10,9 +10,11 @@ Name resolution follows Python's own rules for a function body: a name assigned 
 function (or a parameter) is local; any other name is looked up in the closure cells, then the
 module globals, then builtins. Attribute chains rooted at a module (``np.float32``,
 ``numba.cuda.threadIdx.x``, ``config.TPB``) are followed through modules, so the translator sees the
-object they denote. The CUDA module is recognised by identity, whatever it is bound to
-(``cuda``, ``import numba.cuda as nc``), and so are objects imported from it
-(``from numba.cuda import threadIdx, syncthreads``). A device function being inlined at a call
+object they denote. The CUDA module (numba.cuda, or numba-cuda-mlir's ``numba_cuda_mlir.cuda``:
+``kernel/dialects.py``) is recognised whatever it is bound to (``cuda``, ``import numba.cuda as
+nc``), and so are objects imported from it (``from numba.cuda import threadIdx, syncthreads``);
+the scalar type objects it re-exports (``cuda.float32``) are values, Numba's own types (for
+numba-cuda-mlir's copies, the Numba type of the same name). A device function being inlined at a call
 site (``inline.py``) resolves the parameters bound to compile-time values there (a function such
 as ``cuda.atomic.add``, a dtype, a shape) as if they were closure variables
 (``SourceFunction.static``).
@@ -31,10 +33,10 @@ from dataclasses import dataclass, field
 
 from numba_cube.backends.cpu import sourceless
 from numba_cube.errors import CompileError
+from numba_cube.kernel import dialects
 
-#: module names under which numba.cuda lives (the second one is numba-cuda's real package, which
-#: a .pth redirector installs as ``numba.cuda``)
-CUDA_MODULE_NAMES = ("numba.cuda", "numba_cuda.numba.cuda")
+#: module names under which a CUDA kernel API lives (``kernel/dialects.py``)
+CUDA_MODULE_NAMES = dialects.CUDA_MODULE_NAMES
 
 #: prefix/infix reserved for names the translator introduces (see ``check_reserved``)
 RESERVED = "__"
@@ -180,13 +182,17 @@ def check_reserved(fn: SourceFunction) -> None:
 # ---- the CUDA module ---------------------------------------------------------------------
 
 
-def is_cuda_module(obj) -> bool:
-    return isinstance(obj, pytypes.ModuleType) and obj.__name__ in CUDA_MODULE_NAMES
+is_cuda_module = dialects.is_cuda_module
+
+
+#: CUDA namespaces that numba-cuda-mlir makes submodules (numba.cuda: stub classes), so that
+#: ``from numba_cuda_mlir.cuda import shared`` then ``shared.array`` is ``cuda.shared.array``
+_MODULE_NAMESPACES = ("shared", "local", "const")
 
 
 def cuda_stub_name(obj) -> str | None:
     """If ``obj`` is an attribute of the (already imported) CUDA module, its name there."""
-    if isinstance(obj, (int, float, str, bool, pytypes.ModuleType)) or obj is None:
+    if isinstance(obj, (int, float, str, bool)) or obj is None:
         return None
     for modname in CUDA_MODULE_NAMES:
         mod = sys.modules.get(modname)
@@ -204,8 +210,9 @@ def cuda_stub_name(obj) -> str | None:
                     continue
                 # only CUDA's own objects (stubs such as threadIdx, syncthreads, atomic): the
                 # module also re-exports things like numba.float64 (as cuda.double)
-                owner = getattr(value, "__module__", None) or ""
-                if owner.startswith(CUDA_MODULE_NAMES) and not isinstance(
+                namespace = (isinstance(value, pytypes.ModuleType) and attr in _MODULE_NAMESPACES
+                             and value.__name__ == f"{mod.__name__}.{attr}")
+                if namespace or dialects.defined_in_cuda(value) and not isinstance(
                         value, (int, float, str, bool, pytypes.ModuleType)):
                     table.setdefault(id(value), attr)
             _stub_tables[id(mod)] = table
@@ -261,11 +268,18 @@ def resolve(fn: SourceFunction, node: ast.AST) -> Resolved | None:
                        node=node)
     for i in range(len(attrs) + 1):
         if is_cuda_module(obj):
+            # cuda.float32 is a type object the module re-exports, a value like numba.float32
+            scalar = (dialects.numba_scalar_type(getattr(obj, attrs[i], None))
+                      if i < len(attrs) else None)
+            if scalar is not None:
+                return Resolved(obj=scalar, rest=tuple(attrs[i + 1:]), root=root)
             return Resolved(cuda_path=".".join(attrs[i:]), root=root)
         stub = cuda_stub_name(obj)
         if stub is not None:
             return Resolved(cuda_path=".".join([stub, *attrs[i:]]), root=root)
         if i == len(attrs) or not isinstance(obj, pytypes.ModuleType):
+            # numba-cuda-mlir's copy of a Numba scalar type stands for Numba's own
+            obj = dialects.numba_scalar_type(obj) or obj
             return Resolved(obj=obj, rest=tuple(attrs[i:]), root=root)
         try:
             obj = getattr(obj, attrs[i])

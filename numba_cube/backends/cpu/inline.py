@@ -230,12 +230,16 @@ def _splice(caller, fn, low, binding, rename, prelude, call, k, what, keep) -> a
     body = ib.prune_constant_branches(low.body)     # e.g. `if len(args) == 1:`
     body = ib.tail_returns_to_assign(ib.returns_to_tail(body), result)
     key_static = tuple(sorted((p, _identity(v)) for p, v in binding.static.items()))
+    shared_names = caller.inlining.shared_names
     for decl in low.shared:
-        key = (id(fn.py_func), decl.node.lineno, decl.name, key_static)
-        name = caller.inlining.shared_names.get(key)
-        if name is None:
-            name = f"{decl.name}__s{len(caller.inlining.shared_names) + 1}"
-            caller.inlining.shared_names[key] = name
+        if decl.name in shared_names.values():
+            # named already by the inlining of a device function that ``fn`` calls: the same
+            # array wherever that function is inlined (directly by this caller too)
+            name = decl.name
+        else:
+            key = (id(fn.py_func), decl.node.lineno, decl.name, key_static)
+            name = shared_names.setdefault(key, f"{decl.name}__s{len(shared_names) + 1}")
+        if all(d.name != name for d in caller.out.shared):
             caller.out.shared.append(dataclasses.replace(decl, name=name))
         rename[decl.name] = name
         ib.relocate([decl.node], call)

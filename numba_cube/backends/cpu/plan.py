@@ -23,8 +23,15 @@ once per cube:
   live units of the cube for a barrier, of the grid for a grid sync, the lanes named in the mask
   for a warp intrinsic (``warps_runtime``). A ``for t in range(...)`` over a range that is not
   provably uniform becomes such a ``while`` where that is the same program (``warps_loops``);
-  other such ``for`` loops stay refused, and so does a ``break``/``continue`` under a run-time
-  mask that would leave a loop containing a split point.
+  other such ``for`` loops stay refused.
+- A ``break``/``continue`` under a run-time mask (``if failed[0]: break``, a flag in shared
+  memory every unit reads after a barrier) that leaves a cube-level loop is a ``Check`` of kind
+  ``"flow"`` followed by the ``Flow``, when the loop contains a barrier: the loop is left at
+  cube level when every live unit takes it, and the launch fails with ``DivergenceError``
+  naming the line when only some do (on a GPU the others would wait at the loop's next
+  barrier). Leaving a masked ``while``, a loop of warp intrinsics or lockstep points only
+  (which a GPU's warps may leave at different times), or any loop in grid mode (where it runs
+  once for the whole grid) this way stays refused.
 - ``Exchange``: a warp intrinsic, between the region that stores its operands and the one that
   reads its result.
 - ``Check``: a barrier or grid sync under a run-time mask.
@@ -114,7 +121,9 @@ class Exchange:
 
 @dataclass
 class Check:
-    """A barrier (``kind == "barrier"``) or grid sync (``"grid"``) under a run-time mask."""
+    """A barrier (``kind == "barrier"``) or grid sync (``"grid"``) under a run-time mask, or a
+    ``break``/``continue`` of a cube-level loop under one (``"flow"``): all live units of the
+    cube must reach it, or none."""
 
     kind: str
     ctx: tuple[str, int]
@@ -130,8 +139,11 @@ class Splitter:
     """Builds the plan; raises CompileError for what cannot run as loops over units."""
 
     def __init__(self, fn: SourceFunction, uniform: set[str], purity: Purity,
-                 masked: frozenset = frozenset()):
+                 masked: frozenset = frozenset(), grid: bool = False):
         self.fn = fn
+        #: grid mode (``fission``): cube-level loops run once for the whole grid, so a loop
+        #: exit under a run-time mask would need every cube to agree, which CUDA does not ask
+        self.grid = grid
         self.uniform = uniform
         self.purity = purity
         self.masked = masked
@@ -141,6 +153,8 @@ class Splitter:
         self.checks: list[Check] = []
         self._loop_ctx: list = []          # the mask each enclosing cube-level loop runs under
         self._loops: list = []             # the enclosing cube-level loops themselves
+        #: the context each masked ``if``'s branches are entered from: ``(mask, sel) -> ctx``
+        self._mask_parents: dict = {}
 
     def _uniform_stmt(self, s) -> bool:
         src = assignment_sources(s)
@@ -223,9 +237,11 @@ class Splitter:
                 flush()
                 out.append(self._exchange(*exchange, ctx, s))
             elif isinstance(s, (ast.Break, ast.Continue)):
-                if not self._loop_ctx or self._loop_ctx[-1] != ctx:
-                    self._refuse_flow(s, self._loops[-1] if self._loops else None)
+                checked = self._flow_check(s, ctx)
                 flush()
+                if checked is not None:
+                    self.checks.append(checked)
+                    out.append(checked)
                 out.append(Flow(s))
             elif is_cube_control(s) and id(s) in self.masked:
                 mask = f"__m{len(self.masks) + 1}"
@@ -234,7 +250,7 @@ class Splitter:
                 hoisted.append(_stmt(f"{mask}[:] = 0"))
                 cur.append(_mask_eval(mask, s.test, other, s))
                 flush()
-                out.append(self._masked(mask, s))
+                out.append(self._masked(mask, s, ctx))
             elif is_cube_control(s):
                 flush()
                 out.append(self._control(s, ctx))
@@ -258,8 +274,34 @@ class Splitter:
         self.exchanges.append(ex)
         return ex
 
-    def _masked(self, mask, s):
+    def _flow_check(self, flow, ctx) -> Check | None:
+        """None for a ``break``/``continue`` in the context of its cube-level loop; the run-time
+        agreement check for one under masked ``if``s inside that loop; else refused."""
+        if self._loop_ctx and self._loop_ctx[-1] == ctx:
+            return None
+        if self.grid and self._loop_ctx and self._loop_ctx[-1] != "masked":
+            kw = type(flow).__name__.lower()
+            raise self.fn.error(
+                f"'{kw}' under a unit-dependent condition leaving a loop in a kernel that syncs "
+                "the grid: the CPU backend runs such a loop once for the whole grid, so cubes "
+                "cannot leave it at different rounds; make the condition cube-uniform",
+                f"'{kw}' under a run-time condition in grid mode", flow)
+        # Only a barrier makes every unit of the cube agree: a loop of warp intrinsics or
+        # lockstep points alone may be left by some warps or units and not others on a GPU.
+        if self._loop_ctx and self._loop_ctx[-1] != "masked" and any(
+                isinstance(n, ast.stmt) and (is_barrier(n) or is_grid_sync(n))
+                for n in ast.walk(self._loops[-1])):
+            outer = ctx
+            while outer in self._mask_parents:          # out through the enclosing masked ifs
+                outer = self._mask_parents[outer]
+                if outer == self._loop_ctx[-1]:
+                    return Check("flow", ctx, flow)
+        self._refuse_flow(flow, self._loops[-1] if self._loops else None)
+        return None                                     # pragma: no cover - refused above
+
+    def _masked(self, mask, s, ctx=None):
         if isinstance(s, ast.If):
+            self._mask_parents[(mask, 1)] = self._mask_parents[(mask, 2)] = ctx
             return MaskedIf(mask, s, self.split(s.body, (mask, 1)),
                             self.split(s.orelse, (mask, 2)))
         if s.orelse:
@@ -361,9 +403,9 @@ class CubePlan:
     grid: bool                  # the kernel syncs the grid: fission's grid mode
 
 
-def build_plan(fn: SourceFunction, body, uniform, purity, masked=frozenset()):
+def build_plan(fn: SourceFunction, body, uniform, purity, masked=frozenset(), grid=False):
     """Split ``body`` into a plan and annotate each region with its live sets."""
-    splitter = Splitter(fn, uniform, purity, masked)
+    splitter = Splitter(fn, uniform, purity, masked, grid)
     plan = splitter.split(body)
     PlanLiveness().stmts(plan, set())
     return plan, splitter
@@ -379,6 +421,6 @@ def build_cube_plan(fn: SourceFunction, body, seed: set[str], purity: Purity,
     if loops.count:          # (the rewrite copies compound statements: masks are by identity)
         body = rewritten
         uniform, masked = uniform_with_masks(body, seed, purity)
-    items, splitter = build_plan(fn, body, uniform, purity, masked)
+    items, splitter = build_plan(fn, body, uniform, purity, masked, grid)
     return CubePlan(items, splitter.regions, uniform, splitter.masks, splitter.exchanges,
                     splitter.checks, grid)

@@ -32,6 +32,7 @@ import numpy as np
 from numba.core import types as nbtypes
 
 from numba_cube.backends.cpu import mathcalls, records
+from numba_cube.kernel import dialects
 
 #: packages whose pure-Python functions may be imported by generated code (Numba implements
 #: them, e.g. np.linspace); any other plain function is refused
@@ -233,7 +234,8 @@ def device_kind(obj) -> str | None:
     if not hasattr(obj, "py_func"):
         return None
     options = getattr(obj, "targetoptions", None)
-    if isinstance(options, dict) and "device" in options and "nopython" not in options:
+    if isinstance(options, dict) and "device" in options and (
+            "nopython" not in options or dialects.is_mlir_dispatcher(obj)):
         return "device" if options.get("device") else "kernel"
     if hasattr(obj, "_device"):                     # numba.cuda simulator's FakeCUDAKernel
         return "device" if obj._device else "kernel"

@@ -86,15 +86,21 @@ for n = 1, 2, 3 (tuples for 2 and 3); cuda.warpsize (32), cuda.laneid; cuda.sync
 kernel level or inside if/while/for (deep fission; loop bounds from constants, shared/local array
 shapes and pure math of those are uniform: constshapes.py), under if/while conditions the translator
 cannot prove cube-uniform too, checked at run time (units that disagree fail the launch with
-DivergenceError naming the line); cuda.syncthreads_count/and/or, also inside expressions;
+DivergenceError naming the line), and so is a break/continue under such a condition leaving a
+loop that contains a barrier (if failed[0]: break, with failed a shared flag every unit reads
+after a barrier); cuda.syncthreads_count/and/or, also inside expressions;
 warps of 32 lanes by linear thread id: cuda.shfl_sync/shfl_up_sync/shfl_down_sync/shfl_xor_sync,
 all_sync/any_sync/eq_sync/ballot_sync, match_any_sync/match_all_sync, syncwarp(mask),
 activemask(), lanemask_lt(), with CUDA's mask rules checked at run time (warps.py,
 warps_runtime.py); cuda.cg.this_grid().sync() (grid mode: every cube's state is kept across the
 split);
-cuda.shared.array (per cube) and cuda.local.array (per unit) with constant shapes and NumPy/Numba
-scalar dtypes, and cuda.shared.array(0, dtype) (dynamic shared memory, sized by the
-launch); cuda.const.array_like; cuda.atomic.add/sub/max/min/nanmax/nanmin/exch/cas/
+cuda.shared.array (per cube) and cuda.local.array (per unit) with constant shapes and scalar
+dtypes however numba-cuda accepts them (cuda.float32, numba.float32, numba.types.float32,
+np.float32, 'float32', ...), positional or by keyword (shape=, dtype=, alignment=), and
+cuda.shared.array(0, dtype) (dynamic shared memory, sized by the launch; every declaration, in
+the kernel or its device functions, views the same bytes); the scalar types numba.cuda
+re-exports as casts (cuda.float32(x)); cuda.const.array_like (also ndarray=);
+cuda.atomic.add/sub/max/min/nanmax/nanmin/exch/cas/
 compare_and_swap/and_/or_/xor/inc/dec (real CPU atomics on global arrays, plain read-modify-write
 on shared/local arrays); cuda.threadfence*() and cuda.nanosleep() (no-ops); cuda.selp, cuda.fma,
 cuda.cbrt; cuda.popc/clz/ffs/brev and x.bit_count() (bitops.py); float16 arrays, scalars and
@@ -110,17 +116,22 @@ recursively, translated into the same module, and inlined where they declare sha
 call barriers or take compile-time arguments (cuda.atomic.add, device functions, dtypes,
 shapes; *args); nested functions (closures); array shapes from literals, module or closure
 constants and local names assigned once; math.*, NumPy functions and scalar types; global scalar/tuple constants and small global
-arrays frozen into the generated text; the numba.cuda simulator's module.
+arrays frozen into the generated text; the numba.cuda simulator's module; numba-cuda-mlir's
+dialect (from numba_cuda_mlir import cuda: its builtins, its copies of Numba's type objects and
+its cuda.jit dispatchers; kernel/dialects.py).
 
 Refused with CompileError (construct + line): a barrier or warp intrinsic in a 'for' loop over
 a range that is not provably cube-uniform; warp-synchronous memory exchange in a loop that units
-leave at different rounds (break/continue under a unit-dependent condition); break/continue that would leave a loop containing a
-barrier under a unit-dependent condition; recursion, 'return' inside a loop, or a lazily
-evaluated call (and/or, while condition) of an inlined device function; warp intrinsics and
+leave at different rounds (break/continue under a unit-dependent condition); break/continue
+under a unit-dependent condition leaving a loop of warp intrinsics without a barrier, a
+'while' whose own condition is not provably uniform, or any loop of a kernel that syncs the
+grid; recursion, 'return' inside a loop, or a lazily evaluated call (and/or, while
+condition) of an inlined device function; warp intrinsics and
 barrier reductions in conditionally evaluated expressions (right of and/or, x if c else y);
 a width argument to the shuffles (numba-cuda has none); cooperative groups other than
 this_grid().sync(); syncthreads_count/and/or or dynamic shared memory in a kernel that syncs the
-grid; dynamic shared memory in device functions, other CUDA builtins (cuda.fp16.htanh_approx, ...); with/try/lambda/global/nonlocal/
+grid; bfloat16 (and numba-cuda-mlir's complex32) array elements; other CUDA builtins
+(cuda.fp16.htanh_approx, ...); with/try/lambda/global/nonlocal/
 yield/:=/del; kernels returning a value; plain Python (non-jitted) function calls; identifiers
 containing '__' (reserved for generated names).
 

@@ -123,12 +123,20 @@ def _raise(w: Writer, fn, node, what: str, detail: str) -> None:
 
 
 def emit_check(w: Writer, check: Check, fn, total: str, group: str) -> None:
-    """A barrier or grid sync under a run-time mask: all live units of the cube (grid) or none."""
-    scope = group if check.kind == "barrier" else total
+    """A barrier or grid sync under a run-time mask: all live units of the cube (grid) or none;
+    the same for a ``break``/``continue`` of a cube-level loop (kind ``"flow"``; never in grid
+    mode, ``plan.Splitter._flow_check``)."""
+    scope = total if check.kind == "grid" else group
     with w.indent(f"if __check_cube({active(check.ctx)}, __exited, {total}, {scope}):"):
         if check.kind == "barrier":
             _raise(w, fn, check.node, "barrier", "cuda.syncthreads() is reached by some units "
                    "of a cube but not by all of them (a GPU would hang or be undefined)")
+        elif check.kind == "flow":
+            kw = type(check.node).__name__.lower()
+            _raise(w, fn, check.node, kw, f"'{kw}' is taken by some units of a cube but not "
+                   "by all of them, in a loop that contains a barrier or warp intrinsic (its "
+                   "condition must be the same for every unit, as a flag read from shared "
+                   "memory after a barrier is; a GPU would hang or be undefined)")
         else:
             _raise(w, fn, check.node, "grid sync", "this_grid().sync() is reached by some "
                    "units of the grid but not by all of them (a GPU would hang)")

@@ -179,3 +179,37 @@ def test_other_empty_arrays_are_refused(fn, construct):
     with pytest.raises(CompileError) as info:
         translate_source(fn)
     assert info.value.construct == construct
+
+
+def test_device_functions_declare_the_same_dynamic_memory_as_the_kernel(client):
+    """``cuda.shared.array(shape=0, dtype=...)`` in device functions (and by keyword in the
+    kernel) is the launch's one dynamic buffer, each declaration with its own dtype, sized by the
+    launch (``kernel[grid, block, stream, nbytes]``'s 4th element, ``shared_bytes``): the
+    outputs equal numba-cuda's simulator's for the same program and NumPy's view of the bytes."""
+    import json
+    import os
+    import pathlib
+    import subprocess
+    import sys
+
+    import dynamic_shared_cases as case
+
+    script = pathlib.Path(case.__file__)
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1"}
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env,
+                          cwd=script.parent, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    simulated = json.loads(proc.stdout.strip().splitlines()[-1])
+
+    x, bits, back, sizes = (client.create(a) for a in case.inputs())
+    kernel = cube.kernel(case.through_device_functions)
+    client.launch(kernel, 1, case.N, x, bits, back, sizes, shared_bytes=case.NBYTES)
+    got = {"bits": client.read(bits).tolist(), "back": client.read(back).tolist(),
+           "sizes": client.read(sizes).tolist()}
+    assert got == simulated
+    staged = case.inputs()[0]
+    assert got["bits"] == staged.view(np.int32).tolist()
+    assert got["back"] == staged[::-1].tolist() and got["sizes"] == [case.N, case.N]
+    numba_style = client.empty(case.N, np.float32)
+    kernel[1, case.N, 0, case.NBYTES](x, bits, numba_style, sizes)
+    assert client.read(numba_style).tolist() == got["back"]

@@ -175,6 +175,58 @@ def test_calls_with_the_same_compile_time_arguments_share_the_array(rng):
 
 
 @cuda.jit(device=True)
+def static_table():
+    table = cuda.shared.array(16, float64)
+    return table
+
+
+@cuda.jit(device=True)
+def dynamic_table():
+    table = cuda.shared.array(shape=0, dtype=float64)
+    return table
+
+
+@cuda.jit(device=True)
+def fill_static(a):
+    table = static_table()
+    table[cuda.threadIdx.x] = a[cuda.threadIdx.x]
+
+
+@cuda.jit(device=True)
+def fill_dynamic(a):
+    table = dynamic_table()
+    table[cuda.threadIdx.x] = a[cuda.threadIdx.x]
+
+
+@cuda.jit
+def reverse_static(a, out):
+    fill_static(a)
+    cuda.syncthreads()
+    out[cuda.threadIdx.x] = static_table()[15 - cuda.threadIdx.x]
+
+
+@cuda.jit
+def reverse_dynamic(a, out):
+    fill_dynamic(a)
+    cuda.syncthreads()
+    out[cuda.threadIdx.x] = dynamic_table()[15 - cuda.threadIdx.x]
+
+
+@pytest.mark.parametrize("kernel,nbytes", [(reverse_static, 0), (reverse_dynamic, 16 * 8)])
+def test_a_shared_array_reached_directly_and_through_another_call_is_one_array(kernel, nbytes):
+    """A device function declaring shared memory (static, or dynamic by keyword), inlined once
+    through another device function and once directly, is one array per cube (the nested
+    inlining names it, the direct one finds that name): the direct call reads what the nested
+    one wrote, reversing the block as NumPy does."""
+    a = np.arange(16.0) * 1.5
+    out = np.zeros(16)
+    program = build_program(kernel.py_func)
+    extra = (nbytes,) if nbytes else ()
+    program.serial(1, 1, 1, 16, 1, 1, *extra, a, out)
+    np.testing.assert_array_equal(out, a[::-1])
+
+
+@cuda.jit(device=True)
 def roundtrip(a, out, dtype, offset):
     sm = cuda.shared.array(16, dtype)
     tid = cuda.threadIdx.x

@@ -180,3 +180,96 @@ def test_for_range_from_memory_around_barriers():
     counts[40] = 1
     with pytest.raises(DivergenceError):
         prog.serial(3, 1, 1, 32, 1, 1, counts, out)
+
+
+@cuda.jit
+def stop_at_first_negative(x, out, last, rounds):
+    """Round by round, every unit checks its element; all stop at the first round where any
+    unit saw a negative value, through a flag in shared memory read after a barrier."""
+    failed = cuda.shared.array(1, np.int32)
+    t = cuda.threadIdx.x
+    n = cuda.blockDim.x
+    base = cuda.blockIdx.x * n * rounds
+    if t == 0:
+        failed[0] = 0
+    cuda.syncthreads()
+    r = 0
+    while r < rounds:
+        v = x[base + r * n + t]
+        if v < 0:
+            failed[0] = 1
+        cuda.syncthreads()
+        if failed[0]:
+            break
+        r += 1
+        if failed[0] + r == 2:        # reads the flag (0 here): true for every unit at r == 2
+            continue
+        out[base + r * n - n + t] = v * 2
+        cuda.syncthreads()
+    last[cuda.grid(1)] = r
+
+
+def stop_at_first_negative_numpy(x, cubes, n, rounds):
+    """NumPy's reading of ``stop_at_first_negative``."""
+    out = np.zeros(x.size)
+    last = np.zeros(cubes * n, np.int64)
+    for c in range(cubes):
+        block = x[c * n * rounds:(c + 1) * n * rounds].reshape(rounds, n)
+        r = 0
+        while r < rounds and not (block[r] < 0).any():
+            r += 1
+            if r != 2:
+                out[c * n * rounds + (r - 1) * n:c * n * rounds + r * n] = block[r - 1] * 2
+        last[c * n:(c + 1) * n] = r
+    return out, last
+
+
+@pytest.mark.parametrize("variant", ["serial", "parallel"])
+def test_break_and_continue_under_a_shared_flag_run_when_units_agree(variant):
+    """``if failed[0]: break`` (and a ``continue`` under a condition on the same flag) in a loop
+    with barriers, where ``failed`` is shared memory every unit reads after a barrier: the
+    condition is the same for the whole cube at run time, so the kernel runs, each cube leaving
+    at its own round: NumPy's answer."""
+    prog = build_program(stop_at_first_negative.py_func)
+    cubes, n, rounds = 3, 8, 4
+    x = np.arange(cubes * n * rounds, dtype=np.float64)
+    x[0 * n * rounds + 2 * n + 5] = -1.0          # cube 0 stops in round 2; cube 1 never
+    x[2 * n * rounds + 0 * n + 7] = -3.0          # cube 2 stops at once
+    out, last = np.zeros(x.size), np.zeros(cubes * n, np.int64)
+    getattr(prog, variant)(cubes, 1, 1, n, 1, 1, x, out, last, rounds)
+    want_out, want_last = stop_at_first_negative_numpy(x, cubes, n, rounds)
+    np.testing.assert_array_equal(last, want_last)
+    np.testing.assert_array_equal(out, want_out)
+
+
+@cuda.jit
+def leave_on_own_element(x, out):
+    sm = cuda.shared.array(8, np.float64)
+    t = cuda.threadIdx.x
+    for r in range(4):
+        sm[t] = x[r * 8 + t]
+        cuda.syncthreads()
+        if sm[t] < 0:
+            break
+        out[t] += sm[(t + 1) % 8]
+        cuda.syncthreads()
+
+
+def test_break_taken_by_some_units_is_a_divergence_error_naming_its_line():
+    """A ``break`` out of a loop with barriers taken by some units of a cube and not others (a
+    GPU would hang at the next barrier): through a client, the launch fails its write set with
+    ``DivergenceError`` naming the ``break``'s line; with every unit agreeing it runs."""
+    kernel = cube.kernel(leave_on_own_element)
+    client = cube.client("cpu")
+    x = np.ones(32)
+    x[16:24] = -1.0                                 # round 2: every unit leaves
+    out = client.create(np.zeros(8))
+    client.launch(kernel, 1, 8, client.create(x), out)
+    np.testing.assert_array_equal(client.read(out), np.full(8, 2.0))
+    x[3] = -1.0                                     # round 0: unit 3 alone
+    client.launch(kernel, 1, 8, client.create(x), out)
+    with pytest.raises(LaunchFailure) as info:
+        client.read(out)
+    line = line_of(leave_on_own_element, "break")
+    assert isinstance(info.value.root, DivergenceError)
+    assert info.value.lineno == line and f"divergent break at line {line}" in str(info.value)

@@ -148,18 +148,43 @@ def test_break_out_of_a_masked_loop_refused():
 
 
 @cuda.jit
-def break_across_barrier(a):
+def break_across_shuffle(a):
     for k in range(4):
-        cuda.syncthreads()
-        if a[cuda.threadIdx.x] > 0:
+        v = cuda.shfl_down_sync(0xFFFFFFFF, a[cuda.threadIdx.x], 1)
+        if v > 0:
             break
         a[cuda.threadIdx.x] += 1
 
 
-def test_break_leaving_a_barrier_loop_refused():
-    """A unit-dependent `break` out of a loop that contains a barrier is refused."""
-    err = refused(break_across_barrier)
-    check(err, break_across_barrier, "            break", "'break' crossing a barrier region")
+def test_break_leaving_a_loop_of_warp_intrinsics_refused():
+    """A unit-dependent `break` out of a loop that contains warp intrinsics but no barrier is
+    refused: warps may leave it at different rounds on a GPU, which the CPU backend's run-time
+    check (every unit of the cube agrees, for loops with a barrier:
+    ``test_runtime_uniformity.py``) would call divergent."""
+    err = refused(break_across_shuffle)
+    check(err, break_across_shuffle, "            break", "'break' crossing a barrier region")
+
+
+@cuda.jit
+def break_on_shared_flag_with_grid_sync(x, out):
+    g = cuda.cg.this_grid()
+    flag = cuda.shared.array(1, float64)
+    for r in range(4):
+        if cuda.threadIdx.x == 0:
+            flag[0] = x[r * cuda.gridDim.x + cuda.blockIdx.x]
+        cuda.syncthreads()
+        if flag[0] > 0:
+            break
+        g.sync()
+    out[cuda.grid(1)] = 1
+
+
+def test_break_under_a_shared_flag_in_a_grid_sync_kernel_refused():
+    """In a kernel that syncs the grid, loops run once for the whole grid, so a `break` under
+    a condition that is uniform per cube only at run time is refused, naming grid mode."""
+    err = refused(break_on_shared_flag_with_grid_sync)
+    check(err, break_on_shared_flag_with_grid_sync, "            break", "grid mode")
+    assert "syncs the grid" in str(err)
 
 
 @cuda.jit(device=True)
