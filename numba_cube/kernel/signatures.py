@@ -31,6 +31,9 @@ from ..errors import LaunchArgumentError
 
 __all__ = ["DeclaredSignatures", "declared_signatures", "launch_types"]
 
+#: argument-type tuples remembered per dispatcher
+_MAX_RESOLVED = 256
+
 
 class DeclaredSignatures:
     """The signatures a dispatcher was declared with, and numba's resolution of arguments."""
@@ -39,6 +42,10 @@ class DeclaredSignatures:
         self.signatures = signatures
         self._typingctx = typingctx
         self._py_func = py_func
+        # argument types -> one converter per argument (None: passed as it is). numba's
+        # resolution and the checks of ``_convert`` depend on the types alone, and were most of
+        # a launch's cost (stumpy's 26 arguments: ~300 us); a scalar's conversion is per value.
+        self._resolved: dict = {}
 
     def describe(self) -> tuple[str, ...]:
         """The signatures as text (what the kernel id covers)."""
@@ -48,6 +55,21 @@ class DeclaredSignatures:
         """``bound`` (bindings and NumPy scalars) with each scalar converted to the type of the
         declared signature the arguments resolve to."""
         actual = launch_types(bound)
+        converters = self._resolved.get(actual)
+        if converters is not None:
+            return tuple(b if c is None else c(b) for b, c in zip(bound, converters))
+        chosen = self._resolve(kernel_name, actual)
+        converted = tuple(_convert(kernel_name, name, b, want, chosen)      # checks, or raises
+                          for name, b, want in zip(params, bound, chosen.args))
+        if len(self._resolved) >= _MAX_RESOLVED:        # a program cycling through types
+            self._resolved.clear()
+        self._resolved[actual] = tuple(_converter(kernel_name, name, b, want, chosen)
+                                       for name, b, want in zip(params, bound, chosen.args))
+        return converted
+
+    def _resolve(self, kernel_name: str, actual: tuple):
+        """The declared signature numba's overload rules choose for ``actual``; raises
+        ``LaunchArgumentError`` where numba refuses (no match, or several equally good)."""
         declared = ", ".join(self.describe())
         try:
             chosen = self._typingctx.resolve_overload(self._py_func, list(self.signatures),
@@ -67,8 +89,25 @@ class DeclaredSignatures:
                 f"No matching definition for argument type(s) {', '.join(map(str, actual))}: "
                 f"kernel {kernel_name} declares only ({declared}); pass arguments of a declared "
                 "type, or wrap the plain function (cube.kernel(f)) to compile for any types")
-        return tuple(_convert(kernel_name, name, b, want, chosen)
-                     for name, b, want in zip(params, bound, chosen.args))
+        return chosen
+
+
+def _converter(kernel_name: str, name: str, b, want, chosen):
+    """How later arguments of ``b``'s type convert to ``want``, once ``_convert`` has checked
+    one: None for arrays and composites (their type is the check), a function for scalars."""
+    from numba.core import types
+    from numba.np import numpy_support
+
+    from ..runtime.composite import COMPOSITE_TYPES, TupleArg
+
+    if hasattr(b, "memory_id") or (type(b) in COMPOSITE_TYPES and type(b) is not TupleArg):
+        return None
+    if type(b) is TupleArg or isinstance(want, types.BaseTuple):
+        return lambda v: _convert(kernel_name, name, v, want, chosen)
+    dtype = numpy_support.as_dtype(want)
+    if dtype.kind in "iu":
+        return lambda v: np.asarray(v).astype(dtype)[()]
+    return dtype.type
 
 
 def _convert(kernel_name: str, name: str, b, want, chosen):

@@ -61,15 +61,26 @@ class Composite(abc.ABC):
         return f"<{type(self).__name__} {self.type_key}>"
 
 
+#: (dtype, ndim, layout) -> its Numba array type: building one is ~10 us (Numba interns types),
+#: and a launch of a kernel with declared signatures types every argument (stumpy's 26)
+_ARRAY_TYPES: dict = {}
+
+
 def leaf_type(value):
     """The Numba type of one bound leaf: an array of a binding's layout (C, F or A, as
     ``numba.typeof`` types the same NumPy array), a composite's own."""
-    import numba
-    from numba.core import types
-
     kind = type(value)
     if kind is Binding:
-        return types.Array(numba.from_dtype(value.dtype), len(value.shape), value.layout)
+        key = (value.dtype, len(value.shape), value.layout)
+        array_type = _ARRAY_TYPES.get(key)
+        if array_type is None:
+            import numba
+            from numba.core import types
+
+            array_type = _ARRAY_TYPES[key] = types.Array(numba.from_dtype(key[0]), key[1], key[2])
+        return array_type
+    import numba
+
     if kind in COMPOSITE_TYPES:
         return value.numba_type()
     return numba.typeof(value)
