@@ -126,7 +126,12 @@ def test_failing_launches_leave_nothing_behind(devices):
             client.sync()
             seen.append((_objects_of(client.server), client.server.pool.held_bytes,
                          len(client.server.ledger.failed_memories)))
-    assert seen[0] == seen[1] == seen[2], seen
+    # Pool bytes and the ledger are exact. The objects reachable from the server may differ by
+    # one or two between checkpoints (a worker's transient state at the moment of counting);
+    # a leak would add at least one per launch: 500 between checkpoints.
+    objects = [s[0] for s in seen]
+    assert max(objects) - min(objects) <= 4, seen
+    assert seen[0][1:] == seen[1][1:] == seen[2][1:], seen
     failures = client.sync_buffers(out)
     assert isinstance(failures[0].root, ValueError)
 
