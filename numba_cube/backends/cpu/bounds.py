@@ -61,8 +61,10 @@ import hashlib
 import itertools
 from pathlib import Path
 
+from numba_cube.backends.cpu.bounds_affine import (SHAPE_ATTRIBUTES, affine_coefficient, as_expr,
+                                                   assign, parse_expression, parse_statement,
+                                                   substitute)
 from numba_cube.backends.cpu.fission import CubeKernel
-from numba_cube.backends.cpu.hidden import NONNEG
 from numba_cube.backends.cpu.looporder import GLOBAL_INNER
 from numba_cube.backends.cpu.plan import Ctrl, MaskedIf, MaskedWhile, Region, Uniform
 
@@ -77,7 +79,6 @@ PRECHECKED, IN_BOUNDS, RANGE_ENDS, SMALL = ("__prechecked", "__in_bounds", "__ra
 SITES = "__bounds_sites"
 _RUNTIME = Path(__file__).with_name("bounds_runtime.py")
 
-
 def import_line() -> str:
     """The generated module's import of the checker. Its comment carries the digest of the
     run-time module, so editing it changes the text (and so the files and caches) of checked
@@ -87,10 +88,8 @@ def import_line() -> str:
             f"prechecked as {PRECHECKED}, in_bounds as {IN_BOUNDS}, "
             f"range_ends as {RANGE_ENDS}, small as {SMALL}  # bounds_runtime {digest}")
 
-
 def sites_line(sites: tuple) -> str:
     return f"{SITES} = {sites!r}"
-
 
 def add_checks(shape) -> tuple:
     """Rewrite, in place, the subscripts in the code of ``shape`` (a ``flatten.FlatKernel`` or
@@ -113,7 +112,6 @@ def add_checks(shape) -> tuple:
     shape.body[:] = _Checks(sites, loops, cube, unit).statements(shape.body)
     return tuple(sites)
 
-
 def _plan_items(items: list, in_units: "_Checks", per_cube: "_Checks") -> None:
     for item in items:
         if isinstance(item, Region):
@@ -134,7 +132,6 @@ def _plan_items(items: list, in_units: "_Checks", per_cube: "_Checks") -> None:
             _plan_items(item.orelse, in_units, per_cube)
         elif isinstance(item, MaskedWhile):
             _plan_items(item.body, in_units, per_cube)
-
 
 class _Checks(ast.NodeTransformer):
     """Passes the index of every subscript through the checker (module docstring)."""
@@ -240,7 +237,6 @@ class _Checks(ast.NodeTransformer):
                         [target, index, site, copy.deepcopy(self.cube),
                          copy.deepcopy(self.unit)], [])
 
-
 # ---- checks hoisted out of loops -----------------------------------------------------------------
 
 class _Loop:
@@ -320,39 +316,39 @@ class _Loop:
             return None
         if _is_literal_index(node.slice) or _safe_unchecked(node):
             return None         # checked as it is (a literal must stay in the subscript)
-        coefficients = [_affine(c, self.var, self.assigned) for c in _items(node.slice)]
+        coefficients = [affine_coefficient(c, self.var, self.assigned) for c in _items(node.slice)]
         return None if any(c is None for c in coefficients) else coefficients
 
     def rewrite(self, node: ast.For, checks: _Checks, k: int) -> list:
         p = f"__lp{k}"
         args = [checks.visit(a) for a in node.iter.args]       # evaluated once, checked
         temps = [f"{p}{'abc'[i] if len(args) > 1 else 'b'}" for i in range(len(args))]
-        pre = [_assign(t, a) for t, a in zip(temps, args)]
+        pre = [assign(t, a) for t, a in zip(temps, args)]
         start, stop, step = (["0", temps[0], "1"] if len(temps) == 1
                              else [temps[0], temps[1], "1"] if len(temps) == 2 else temps)
         ok, first, last = f"{p}ok", f"{p}f", f"{p}l"
-        pre.append(_parse(f"{ok}, {first}, {last} = {RANGE_ENDS}({start}, {stop}, {step})"))
+        pre.append(parse_statement(f"{ok}, {first}, {last} = {RANGE_ENDS}({start}, {stop}, {step})"))
         loop_range = f"range({', '.join(temps)})"
 
         def at(s: ast.Subscript, value: str) -> str:
-            return ast.unparse(_substitute(copy.deepcopy(s.slice), self.var, value))
+            return ast.unparse(substitute(copy.deepcopy(s.slice), self.var, value))
 
         tests = []
         for s in self.covered:
             for coefficient in self._coefficients(s):
                 if not (isinstance(coefficient, int) and abs(coefficient) <= 1 << 20):
-                    tests.append(f"{SMALL}({ast.unparse(_as_expr(coefficient))})")
+                    tests.append(f"{SMALL}({ast.unparse(as_expr(coefficient))})")
             tests += [f"{IN_BOUNDS}({s.value.id}, {at(s, end)})" for end in (first, last)]
         # ``&``, not ``and``: every test is pure and cheap, and branches would cost more
-        pre.append(_parse(f"{ok} = {' & '.join(dict.fromkeys([ok] + tests))}"))
+        pre.append(parse_statement(f"{ok} = {' & '.join(dict.fromkeys([ok] + tests))}"))
         v, bad, where = f"{p}v", f"{p}bad", f"{p}at"
         inside = " & ".join(dict.fromkeys(f"{IN_BOUNDS}({s.value.id}, {at(s, v)})"
                                           for s in self.covered))
         raising = "\n".join(
             "        " + ast.unparse(checks._check(CHECKER, s.value.id, s.value,
-                                                   _parse_expr(at(s, where))))
+                                                   parse_expression(at(s, where))))
             for s in self.covered)
-        pre.append(_parse(
+        pre.append(parse_statement(
             f"if not {ok}:\n"
             f"    {bad} = False\n"
             f"    {where} = {temps[0]}\n"
@@ -362,14 +358,13 @@ class _Loop:
             f"                {bad} = True\n"
             f"                {where} = {v}\n"
             f"    if {bad}:\n{raising}"))
-        node.iter = _parse_expr(loop_range)
+        node.iter = parse_expression(loop_range)
         checks.loop = self
         try:
             node.body = checks.statements(node.body)
         finally:
             checks.loop = None
         return [ast.fix_missing_locations(ast.copy_location(s, node)) for s in pre + [node]]
-
 
 def _unconditional(stmts: list) -> list:
     """The subscripts that running ``stmts`` evaluates whatever the values (not under an ``if``
@@ -402,101 +397,7 @@ def _unconditional(stmts: list) -> list:
                     expr(child)
     return found
 
-
-def _affine(node: ast.expr, var: str, assigned: set[str]):
-    """The coefficient of ``var`` in ``node`` when ``node`` is affine in it with coefficients
-    the loop does not change: an int, or an expression of such names; None otherwise. Built of
-    ``var``, names the loop does not assign, integer literals, ``x.shape[k]`` and ``x.size`` of
-    such names, ``+``, ``-`` and ``*`` (one side free of ``var``) and ``__nn(...)``."""
-    if isinstance(node, ast.Name):
-        if node.id == var:
-            return 1
-        return 0 if node.id not in assigned else None
-    if isinstance(node, ast.Constant):
-        return 0 if type(node.value) is int else None
-    if isinstance(node, ast.Attribute):
-        return 0 if (node.attr in ("size", "ndim") and isinstance(node.value, ast.Name)
-                     and node.value.id not in assigned) else None
-    if isinstance(node, ast.Subscript):
-        value = node.value
-        return 0 if (isinstance(value, ast.Attribute) and value.attr in _SHAPES
-                     and isinstance(value.value, ast.Name) and value.value.id not in assigned
-                     and isinstance(node.slice, ast.Constant)
-                     and type(node.slice.value) is int) else None
-    if isinstance(node, ast.Call):
-        if (isinstance(node.func, ast.Name) and node.func.id == NONNEG and len(node.args) == 1
-                and not node.keywords):
-            return _affine(node.args[0], var, assigned)
-        return None
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-        c = _affine(node.operand, var, assigned)
-        return c if c is None or isinstance(node.op, ast.UAdd) else _negate(c)
-    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult)):
-        left, right = _affine(node.left, var, assigned), _affine(node.right, var, assigned)
-        if left is None or right is None:
-            return None
-        if isinstance(node.op, ast.Add):
-            return _combine(left, right, ast.Add())
-        if isinstance(node.op, ast.Sub):
-            return _combine(left, right, ast.Sub())
-        if left == 0:                       # v-free * affine
-            return _scale(node.left, right)
-        if right == 0:
-            return _scale(node.right, left)
-        return None                         # v * v: not affine
-    return None
-
-
-def _as_expr(c) -> ast.expr:
-    return ast.Constant(c) if isinstance(c, int) else c
-
-
-def _negate(c):
-    return -c if isinstance(c, int) else ast.UnaryOp(ast.USub(), c)
-
-
-def _combine(a, b, op):
-    if isinstance(a, int) and isinstance(b, int):
-        return a + b if isinstance(op, ast.Add) else a - b
-    if b == 0:
-        return a
-    if a == 0:
-        return b if isinstance(op, ast.Add) else _negate(b)
-    return ast.BinOp(_as_expr(a), op, _as_expr(b))
-
-
-def _scale(factor: ast.expr, c):
-    """``factor * c`` for a ``var``-free expression ``factor`` and a coefficient ``c``."""
-    if c == 0:
-        return 0
-    if isinstance(factor, ast.Constant) and isinstance(c, int):
-        return factor.value * c
-    return ast.BinOp(copy.deepcopy(factor), ast.Mult(), _as_expr(c))
-
-
-def _substitute(node: ast.expr, var: str, name: str) -> ast.expr:
-    class Sub(ast.NodeTransformer):
-        def visit_Name(self, n):
-            return ast.Name(name, ast.Load()) if n.id == var else n
-    return Sub().visit(node)
-
-
-def _assign(name: str, value: ast.expr) -> ast.stmt:
-    return ast.Assign([ast.Name(name, ast.Store())], value)
-
-
-def _parse(text: str) -> ast.stmt:
-    return ast.parse(text).body[0]
-
-
-def _parse_expr(text: str) -> ast.expr:
-    return ast.parse(text, mode="eval").body
-
-
 # ---- which subscripts need no check, and which functions need no Numba check ------------------
-
-_SHAPES = ("shape", "strides")
-
 
 def _internal(name: str) -> bool:
     """A name of the translator's own per-unit storage: ``__failed``, the masks ``__m<k>``,
@@ -505,13 +406,12 @@ def _internal(name: str) -> bool:
     (``x__i1`` of an inlined function, ``sm__s1``, ``f__rv1``) end otherwise."""
     return name.startswith("__") or name.endswith(("__r", "__l"))
 
-
 def _safe_unchecked(node: ast.Subscript) -> bool:
     """Can this subscript not go out of bounds unchecked? Slices only (clipped to their axis),
     a record's field by name, a shape or strides tuple (Numba checks a tuple's run-time index
     whatever its flag), or the translator's own storage at an index made of its own names."""
     target, items = node.value, _items(node.slice)
-    if isinstance(target, ast.Attribute) and target.attr in _SHAPES:
+    if isinstance(target, ast.Attribute) and target.attr in SHAPE_ATTRIBUTES:
         return True
     if all(isinstance(i, ast.Slice) or (isinstance(i, ast.Constant) and isinstance(i.value, str))
            for i in items):
@@ -519,10 +419,8 @@ def _safe_unchecked(node: ast.Subscript) -> bool:
     return (isinstance(target, ast.Name) and _internal(target.id)
             and all("__" in n.id for i in items for n in ast.walk(i) if isinstance(n, ast.Name)))
 
-
 def _items(index: ast.expr) -> list:
     return index.elts if isinstance(index, ast.Tuple) else [index]
-
 
 def _pure(node: ast.expr) -> bool:
     """An expression that may be evaluated twice: names, attributes, constants, subscripts of
@@ -537,10 +435,8 @@ def _pure(node: ast.expr) -> bool:
             return False
     return True
 
-
 def _call_to(e: ast.expr, name: str) -> bool:
     return isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == name
-
 
 def _checked(node: ast.Subscript, ahead: set) -> bool:
     """Does the generated code check this subscript (``add_checks``)? ``ahead``: the literal
@@ -551,7 +447,6 @@ def _checked(node: ast.Subscript, ahead: set) -> bool:
             or (_is_literal_index(node.slice)
                 and (ast.unparse(node.value), ast.unparse(node.slice)) in ahead))
 
-
 def _own_expressions(stmt: ast.stmt) -> list:
     """The expressions a statement evaluates itself (a compound statement's header, not its
     body, whose statements are walked as statements)."""
@@ -560,7 +455,6 @@ def _own_expressions(stmt: ast.stmt) -> list:
     if isinstance(stmt, ast.For):
         return [stmt.target, stmt.iter]
     return [c for c in ast.iter_child_nodes(stmt) if isinstance(c, ast.expr)]
-
 
 def _all_checked(stmts: list) -> bool:
     """Is every subscript in ``stmts`` (and the statements nested in them) checked?"""
@@ -587,7 +481,6 @@ def _all_checked(stmts: list) -> bool:
             ahead = set()
     return True
 
-
 def relax(text: str) -> str:
     """The checked module ``text`` with ``boundscheck=False`` in the ``njit`` decorator of each
     function whose every subscript is checked by ``add_checks`` or needs no check
@@ -605,7 +498,6 @@ def relax(text: str) -> str:
             for i in range(dec.lineno - 1, dec.end_lineno):
                 lines[i] = lines[i].replace("boundscheck=True", "boundscheck=False")
     return "\n".join(lines)
-
 
 def _index_value(index: ast.expr) -> ast.expr | None:
     """The index as a value a call can take (a slice inside a tuple as ``slice(...)``), or None
@@ -625,7 +517,6 @@ def _index_value(index: ast.expr) -> ast.expr | None:
         items.append(item)
     return ast.Tuple(items, ast.Load())
 
-
 def _is_literal_index(index: ast.expr) -> bool:
     """An index of literals only (``t[1]``, ``r["x"]``, ``a[-1, 0]``). It must stay literal in
     the subscript: Numba types an item of a heterogeneous tuple or a record field only for a
@@ -633,16 +524,13 @@ def _is_literal_index(index: ast.expr) -> bool:
     items = index.elts if isinstance(index, ast.Tuple) else [index]
     return all(_is_constant(item) and not _is_none_or_ellipsis(item) for item in items)
 
-
 def _is_constant(node: ast.expr) -> bool:
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
         node = node.operand
     return isinstance(node, ast.Constant)
 
-
 def _is_none_or_ellipsis(node: ast.expr) -> bool:
     return isinstance(node, ast.Constant) and (node.value is None or node.value is Ellipsis)
-
 
 def _tuple(names: tuple) -> ast.Tuple:
     return ast.Tuple([ast.parse(n, mode="eval").body for n in names], ast.Load())
