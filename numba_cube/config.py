@@ -6,7 +6,7 @@ changes. A bad value warns once and falls back to the default instead of breakin
 | variable | meaning | default |
 | --- | --- | --- |
 | NUMBA_CUBE_DEVICE | device ``cube.client()`` picks | best available |
-| NUMBA_CUBE_INSTALL | a pytest session serves ``numba.cuda`` with numba_cube on this device (``cpu``, ...; ``dropin/pytest_plugin.py``) | unset |
+| NUMBA_CUBE_INSTALL | a pytest session serves ``numba.cuda`` with numba_cube on this device (``cpu``, ...; ``plugins/pytest_numba_cube``) | unset |
 | NUMBA_CUBE_CACHE_DIR | cache directory (generated code, Numba's cache of it, compiled CUDA kernels, autotune.json; ``cache_root()``; ``python -m numba_cube cache info/clear`` reports and prunes it, ``cache_admin.py``) | platformdirs' user cache dir (``~/.cache/numba_cube``) |
 | NUMBA_CUBE_BOUNDSCHECK | bounds-check CPU kernels (IndexError becomes a launch failure); Numba's ``NUMBA_BOUNDSCHECK`` wins when set (``boundscheck_forced``) | 1 (``BOUNDSCHECK_DEFAULT``) |
 | NUMBA_CUBE_MAX_TASKS | queued launches per stream before it executes | 32 |

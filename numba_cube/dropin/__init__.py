@@ -12,8 +12,8 @@ Its rooms: ``devicearray.py`` (``DeviceNDArray``), ``memory.py`` (``to_device`` 
 allocators), ``streams.py`` (streams, events, ``synchronize``), ``devices.py`` (``gpus``,
 contexts), ``dispatcher.py`` (``cuda.jit`` and launches), ``ufuncs.py`` (``vectorize``),
 ``exports.py`` (which numba.cuda name is served, kept or refused), ``install.py`` (putting it in
-place), ``state.py`` (the installed client), ``pytest_plugin.py`` (the ``NUMBA_CUBE_INSTALL``
-hook).
+place), ``state.py`` (the installed client). The ``NUMBA_CUBE_INSTALL`` pytest hook is a
+distribution of its own, ``plugins/pytest_numba_cube``.
 
 Importing this package imports nothing of Numba: ``install`` does.
 """

@@ -58,11 +58,11 @@ KNOWN_FAILURES = {
 
 
 def _plugin_args() -> list[str]:
-    """``-p`` for the layer's pytest plugin unless its entry point is installed (then pytest
+    """``-p`` for the layer's pytest hook unless its entry point is installed (then pytest
     loads it already)."""
-    installed = any(ep.value == "numba_cube.dropin.pytest_plugin"
+    installed = any(ep.value == "pytest_numba_cube"
                     for ep in importlib.metadata.entry_points(group="pytest11"))
-    return [] if installed else ["-p", "numba_cube.dropin.pytest_plugin"]
+    return [] if installed else ["-p", "pytest_numba_cube"]
 
 
 def test_doc_examples_run_unchanged(tmp_path):

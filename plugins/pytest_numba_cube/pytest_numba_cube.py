@@ -1,5 +1,7 @@
 """The pytest hook of the drop-in layer: ``NUMBA_CUBE_INSTALL=cpu pytest ...`` runs a test suite
-written against numba.cuda with numba.cuda served by numba_cube (``pytest11`` entry point).
+written against numba.cuda with numba.cuda served by numba_cube (``pytest11`` entry point of the
+``pytest-numba-cube`` distribution: its own, so that pytest rewrites this module's assertions and
+not all of numba_cube's).
 
 Loaded by every pytest session where numba_cube is installed, so with the variable unset it does
 nothing and imports nothing (no Numba): a variable read and a dictionary lookup. Set, it installs
