@@ -57,6 +57,7 @@ runs section 3 alone (about 1.5-3 minutes on the 2-core VM).
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 import sys
@@ -652,6 +653,7 @@ def section_njit(client, quick):
     t = Table("classic kernels: CPU backend vs hand-written njit(parallel=True) + prange")
     info = []
     ratios = {}
+    times = {}                                       # name -> (ours, reference), for --json
     peaks = {}                                       # memory column (issue 15), see loop_peak
     repeats = 2 if quick else 9
     for name, make, expected, (ref_fn, ref_args, ref_out), np_fn, tol, sizes in selected():
@@ -672,6 +674,7 @@ def section_njit(client, quick):
         label = f"{name}, {size_label(size)}"
         t.row(label, t_ours, t_ref, "njit(parallel) + prange", goal=2.0)
         ratios[name] = t_ours / t_ref
+        times[name] = (t_ours, t_ref)
         if name.startswith("2-D stencil"):
             # for information: what the docs' index order costs (same data, j from threadIdx.x)
             n = size[0]
@@ -701,6 +704,9 @@ def section_njit(client, quick):
     print(f"{'geometric mean of the ratios':46} {geo:7.3f}  (goal <= 1.25: {verdict}); "
           f"worst: {worst} {ratios[worst]:.2f}x; above 2x: {', '.join(over) or 'none'}")
     report_peaks(peaks)
+    if "--json" in sys.argv:                         # benchmarks/cpu_scaling.py reads these
+        with open(sys.argv[sys.argv.index("--json") + 1], "w") as f:
+            json.dump({"threads": numba.get_num_threads(), "times": times}, f)
     ti = Table("for information: NumPy, a cache-blocked transpose, the stencil's index order")
     for label, ours, theirs, what in info:
         ti.row(label, ours, theirs, what)
@@ -802,7 +808,8 @@ def main(quick=False):
     client = cube.client("cpu")
     t0 = time.perf_counter()
     section_njit(client, quick)
-    section_simulator(client, quick)
+    if "--no-simulator" not in sys.argv:
+        section_simulator(client, quick)
     print(f"\n(total {time.perf_counter() - t0:.1f} s; numba threads: {numba.get_num_threads()})")
 
 
