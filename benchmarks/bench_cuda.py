@@ -23,6 +23,14 @@ Sections (each prints its table; a section that fails prints why and the others 
 4. **Graphs**: replay of a 100-launch capture vs the same 100 launches issued eagerly, per kernel.
 5. **Bandwidth**: a large elementwise kernel (``out = a*x + y``, float32, 2**26 elements, 768 MiB
    moved per launch) through numba_cube vs numba-cuda, GB/s. Goal: ratio >= 0.99 (the runtime adds nothing on the device); both sides end with the same cuCtxSynchronize.
+6. **Kernel errors** (``kernel_errors``, issue 30): a kernel that can raise (a ``raise`` never
+   taken) checked as numba_cube now compiles it (an error word per launch:
+   ``backends/cuda/exception_codegen.py``, ``error_slots.py``) vs the same code compiled as before
+   (``NUMBA_CUBE_CUDA_KERNEL_ERRORS=off``: the exception would be lost), in one process: warm
+   launch host time (the section 1 kernel, alone and followed by a kernel reading its output),
+   and the section 5 bandwidth kernel's device time. Goals: +0.3 us per warm launch at most, no
+   device-side cost (ratio >= 0.99). A kernel that cannot raise is timed alongside: it takes the
+   code path it took before (no word), so its number is section 1's.
 
 Run on a GPU machine: ``PYTHONPATH=. python3 benchmarks/bench_cuda.py`` (``--only=launch_host_time,
 bandwidth`` runs some sections). A JSON copy of every
@@ -159,12 +167,48 @@ def write_count_py(count, blocks):
         count[2] = 1
 
 
+def k4r_py(a, b, c, n):
+    # Section 6: can raise (a path never taken), so each launch is checked.
+    i = cuda.grid(1)
+    if i < n:
+        if n < 0:
+            raise ValueError("negative size")
+        c[i] = a[i] + b[i]
+
+
+def k4r_off_py(a, b, c, n):
+    # The same code under another name (another kernel id): compiled with checking off.
+    i = cuda.grid(1)
+    if i < n:
+        if n < 0:
+            raise ValueError("negative size")
+        c[i] = a[i] + b[i]
+
+
+def axpyr_py(a, x, y, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        if a != a:
+            raise ValueError("the coefficient is NaN")
+        out[i] = a * x[i] + y[i]
+
+
+def axpyr_off_py(a, x, y, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        if a != a:
+            raise ValueError("the coefficient is NaN")
+        out[i] = a * x[i] + y[i]
+
+
 K4 = cube.kernel(k4_py)
 K4_PYTHON_CALL = cube.kernel(k4_py)     # the same kernel, its warm entry firing through cuda-python
 K4_TRAMPOLINE = cube.kernel(k4_py)      # and again, firing through the Numba trampoline, not a thunk
 AXPY = cube.kernel(axpy_py)
 BUSY = cube.kernel(busy_py)
 WRITE_COUNT = cube.kernel(write_count_py)
+K4R, K4R_OFF = cube.kernel(k4r_py), cube.kernel(k4r_off_py)
+AXPYR, AXPYR_OFF = cube.kernel(axpyr_py), cube.kernel(axpyr_off_py)
 
 
 def sync_all(client):
@@ -526,6 +570,116 @@ def bandwidth():
                    f"(ratio {gb_ours / gb_theirs:.3f}, goal >= 0.99: {'met' if gb_ours / gb_theirs >= 0.99 else 'NOT met'})")
 
 
+# ----------------------------------------------------------------------------- 6. kernel errors
+class _errors_off:
+    """Compile inside with ``NUMBA_CUBE_CUDA_KERNEL_ERRORS=off`` (read at each compile; a
+    kernel compiled once keeps its form, so both forms run side by side afterwards)."""
+
+    def __enter__(self):
+        self.saved = os.environ.get("NUMBA_CUBE_CUDA_KERNEL_ERRORS")
+        os.environ["NUMBA_CUBE_CUDA_KERNEL_ERRORS"] = "off"
+
+    def __exit__(self, *exc):
+        if self.saved is None:
+            os.environ.pop("NUMBA_CUBE_CUDA_KERNEL_ERRORS", None)
+        else:
+            os.environ["NUMBA_CUBE_CUDA_KERNEL_ERRORS"] = self.saved
+
+
+@section
+def kernel_errors():
+    client = cube.client(DEVICE)
+    server = client.server
+    n = 1024
+    ones = np.ones(n, np.float32)
+    ha, hb = client.create(ones), client.create(ones)
+    outs = {name: client.empty(n, np.float32) for name in
+            ("plain", "off", "checked", "off_mid", "off_end", "checked_mid", "checked_end")}
+    sync = sync_all(client)
+
+    def launch(kernel, out, *, a=ha):
+        return lambda: client.launch(kernel, 1, 32, a, hb, outs[out], n)
+
+    def pipeline(first, mid, end):
+        def run():
+            client.launch(first, 1, 32, ha, hb, outs[mid], n)
+            client.launch(K4, 1, 32, outs[mid], hb, outs[end], n)   # reads what may have raised
+        return run
+
+    cases = {"plain": (launch(K4, "plain"), sync),
+             "off": (launch(K4R_OFF, "off"), sync),
+             "checked": (launch(K4R, "checked"), sync),
+             "pipeline_off": (pipeline(K4R_OFF, "off_mid", "off_end"), sync),
+             "pipeline_checked": (pipeline(K4R, "checked_mid", "checked_end"), sync)}
+    with _errors_off():
+        cases["off"][0]()
+        cases["pipeline_off"][0]()
+    for fn, _ in cases.values():
+        fn()
+        fn()                        # armed: the timed launches are warm
+    bound = {b.packed.kernel.name: b.packed.checks is not None for b in server.bound_launches()
+             if b.packed is not None}
+    if bound.get("k4r_off_py") or not bound.get("k4r_py"):
+        raise RuntimeError(f"the two forms were not compiled as asked: {bound}")
+    t_ = interleaved_host_time(cases, N_LAUNCH)
+    for name in ("plain", "off", "checked", "off_end", "checked_end"):
+        # (one cube of 32 units writes the first 32 elements)
+        np.testing.assert_array_equal(client.read(outs[name])[:32], 2.0 if "end" not in name else 3.0)
+    added = t_["checked"] - t_["off"]
+    added_pipe = (t_["pipeline_checked"] - t_["pipeline_off"]) / 2
+
+    # Device side: the bandwidth kernel that can raise, checked vs off.
+    nb = 256 if SMOKE else 1 << 26
+    tpb = 32 if SMOKE else 256
+    blocks = (nb + tpb - 1) // tpb
+    x = np.random.default_rng(0).random(nb, dtype=np.float32)
+    hx, hy, ho, ho_off = client.create(x), client.create(x), client.empty(nb, np.float32), \
+        client.empty(nb, np.float32)
+    reps = 2 if SMOKE else 20
+    coef = np.float32(2.0)
+    with _errors_off():
+        client.launch(AXPYR_OFF, blocks, tpb, coef, hx, hy, ho_off)
+    client.launch(AXPYR, blocks, tpb, coef, hx, hy, ho)
+
+    def checked():
+        for _ in range(reps):
+            client.launch(AXPYR, blocks, tpb, coef, hx, hy, ho)
+
+    def off():
+        for _ in range(reps):
+            client.launch(AXPYR_OFF, blocks, tpb, coef, hx, hy, ho_off)
+
+    device_sync = sync if SMOKE else cuda.synchronize
+    t_checked, t_off = interleaved_wall_times(checked, off, device_sync,
+                                              repeats=1 if SMOKE else 9)
+    np.testing.assert_allclose(client.read(ho)[:1000], 2.0 * x[:1000] + x[:1000], rtol=1e-6)
+    ratio = t_off / t_checked
+
+    t = Table("6. kernels that can raise: checked (error word per launch) vs compiled as before "
+              "(us per launch; bandwidth: seconds per 20 launches)")
+    t.row("warm launch, kernel that can raise: checked vs off", t_["checked"], t_["off"], "off")
+    t.row("  raising kernel -> reader, per launch: checked vs off", t_["pipeline_checked"] / 2,
+          t_["pipeline_off"] / 2, "off")
+    t.row("  kernel that cannot raise (no word) vs raising off", t_["plain"], t_["off"], "off")
+    t.row("bandwidth a*x+y that can raise: checked vs off", t_checked, t_off, "off")
+    waits = server.stats["cuda_error_slot_waits"]
+    print(f"  added host time per warm launch {added * 1e6:+.2f} us (goal <= +0.3 us: "
+          f"{'met' if added <= 0.3e-6 else 'NOT met'}); after a raising launch {added_pipe * 1e6:+.2f} "
+          f"us per launch; device time ratio off/checked {ratio:.3f} (goal >= 0.99: "
+          f"{'met' if ratio >= 0.99 else 'NOT met'}); error-word ring waits {waits}")
+    RESULTS["kernel_errors"] = dict(
+        plain_us=t_["plain"] * 1e6, raising_off_us=t_["off"] * 1e6,
+        raising_checked_us=t_["checked"] * 1e6, added_us=added * 1e6,
+        pipeline_off_us=t_["pipeline_off"] * 1e6 / 2, pipeline_checked_us=t_["pipeline_checked"] * 1e6 / 2,
+        pipeline_added_us=added_pipe * 1e6, bandwidth_checked_s=t_checked, bandwidth_off_s=t_off,
+        device_ratio=ratio, ring_waits=waits)
+    SUMMARY.append(f"kernel errors: warm launch of a kernel that can raise {t_['checked'] * 1e6:.2f} us "
+                   f"checked vs {t_['off'] * 1e6:.2f} us off ({added * 1e6:+.2f} us, goal <= +0.3: "
+                   f"{'met' if added <= 0.3e-6 else 'NOT met'}); behind it {added_pipe * 1e6:+.2f} us; "
+                   f"cannot raise {t_['plain'] * 1e6:.2f} us; device off/checked {ratio:.3f} "
+                   f"(goal >= 0.99: {'met' if ratio >= 0.99 else 'NOT met'})")
+
+
 def main() -> int:
     from numba_cube.backends.cuda import probe
 
@@ -546,7 +700,8 @@ def main() -> int:
     import numba_cuda
     print(f"device {server.device}: {server.mechanism.device_name}, {server.mechanism.sm_count} SMs; numba-cuda "
           f"{getattr(numba_cuda, '__version__', '?')}, python {sys.version.split()[0]}")
-    sections = (launch_host_time, launch_floor, dependent_two_streams, dynamic_counts, graph_replay, bandwidth)
+    sections = (launch_host_time, launch_floor, dependent_two_streams, dynamic_counts, graph_replay, bandwidth,
+                kernel_errors)
     only = [a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--only=")]
     for fn in sections:
         if not only or fn.__name__ in only[0].split(","):

@@ -18,6 +18,8 @@ changes. A bad value warns once and falls back to the default instead of breakin
 | NUMBA_CUBE_DISABLE_PLUGIN_AUTOLOAD | 1 skips entry-point plugins | 0 |
 | NUMBA_CUBE_PROFILE_LOG | 1 logs every kernel's duration (logger ``numba_cube.profile``) | 0 |
 | NUMBA_CUBE_CUDA_DYNAMIC_COUNT | CUDA dynamic counts: ``auto`` (device-count kernel where possible) or ``readback`` | auto |
+| NUMBA_CUBE_CUDA_KERNEL_ERRORS | CUDA kernels that can raise (``raise``, ``assert``) without ``debug=True``: ``check`` (the launch's write set fails with the exception, checked when read: ``backends/cuda/exception_codegen.py``) or ``off`` (compiled as numba-cuda compiles them: the exception is lost); read at each compile, part of the compile key | check |
+| NUMBA_CUBE_CUDA_ERROR_SLOTS | error words in the ring a device hands launches that can raise (a power of two; ``backends/cuda/error_slots.py``); read when a device's server is made | 8192 |
 | NUMBA_CUBE_DEBUG | 1: the ``python -m numba_cube`` commands print the traceback of an error, not only its line (``cli_errors.py``) | 0 |
 | NUMBA_CUBE_NVTX | 1 puts an NVTX range named after the kernel around each CUDA launch, if the ``nvtx`` package is installed (``backends/cuda/nvtx.py``); read when a device's server is made | 0 |
 
@@ -53,6 +55,7 @@ VARIABLES = (
     "NUMBA_CUBE_DISABLE_PLUGIN_AUTOLOAD", "NUMBA_CUBE_PROFILE_LOG", "NUMBA_CUBE_CUDA_DYNAMIC_COUNT",
     "NUMBA_CUBE_STREAM_WORKERS", "NUMBA_CUBE_INLINE_US", "NUMBA_CUBE_DEBUG", "NUMBA_CUBE_NVTX",
     "NUMBA_CUBE_INSTALL",
+    "NUMBA_CUBE_CUDA_KERNEL_ERRORS", "NUMBA_CUBE_CUDA_ERROR_SLOTS",
 )
 
 _declared: dict[str, str] = {}  # variables declared by plugins -> who declared them

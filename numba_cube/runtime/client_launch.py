@@ -176,6 +176,10 @@ class LaunchOps:
         task.wait()
         if prof is not None:
             profiling.note_duration(prof, req.kernel.id, task)
+        if outcome.failure is None and outcome.pending is not None:
+            # A GPU launch that may raise (or that read what one wrote): its outcome is known
+            # now that it completed (pending.py).
+            outcome.failure = self.server.outcome_of(outcome.pending)
         if outcome.failure is not None:
             raise outcome.failure.to_exception()
 

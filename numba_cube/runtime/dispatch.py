@@ -9,7 +9,9 @@ buffer holds (``resolve_count``, read when the dispatch runs, after the writers 
   geometry, read and write sets, and how to report a failure nobody else would see);
 - ``run_recorded``: runs it inside the ledger's ``ExecuteScope``, so that a failed input skips the
   dispatch and the failure is inherited, and the kernel's own exception is recorded on the write
-  set (``ledger.py``).
+  set (``ledger.py``). An artifact that returns a ``pending.Run`` (a GPU launch of a kernel
+  that may raise: its exception is known once it completes) leaves the write set ``Pending``,
+  and the dispatch's report hears of that state (``report.pend``) instead of a failure.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from .composite import COMPOSITE_TYPES, add_regions
 from .geometry import count_beyond_limits
 from .handle import Binding
 from .ledger import ExecuteScope, Failure, failed_writing
+from .pending import Run
 
 __all__ = ["Recorded", "regions_of", "resolve_count", "run_recorded"]
 
@@ -90,6 +93,7 @@ def run_recorded(ledger, rec: Recorded) -> float | None:
             return None
         if 0 in count:
             return None  # a count of zero dispatches nothing and claims nothing new
+    elapsed = None
     with ExecuteScope(ledger, rec.kernel_id, rec.reads, rec.writes) as scope:
         if scope.entered:
             start = time.perf_counter()
@@ -97,14 +101,19 @@ def run_recorded(ledger, rec: Recorded) -> float | None:
                 if rec.shared_bytes:
                     # Only then: an artifact of a backend without dynamic shared memory takes
                     # three arguments (HostBackend.compile), and is never asked for any.
-                    rec.artifact(count, rec.dim, rec.arrays, rec.shared_bytes)
+                    checked = rec.artifact(count, rec.dim, rec.arrays, rec.shared_bytes)
                 else:
-                    rec.artifact(count, rec.dim, rec.arrays)
+                    checked = rec.artifact(count, rec.dim, rec.arrays)
+                if isinstance(checked, Run):
+                    scope.checked_later(checked)
             except Exception as exc:  # noqa: BLE001 - the kernel's own failure
                 scope.fail(exc)
                 if report is not None:
                     report(Failure(exc, rec.kernel_id, (rec.kernel_id,)), False)
-            return time.perf_counter() - start
+            elapsed = time.perf_counter() - start
     if report is not None:
-        report(scope.inherited.through(rec.kernel_id), True)
-    return None
+        if scope.inherited is not None:
+            report(scope.inherited.through(rec.kernel_id), True)
+        elif scope.pending is not None:
+            report.pend(scope.pending)     # its outcome is known once it completes
+    return elapsed

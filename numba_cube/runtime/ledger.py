@@ -24,75 +24,20 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from ..errors import LaunchFailure
+from .failure import Failure, IncompleteLaunch
+from .pending import UNRESOLVED, Pending
 
-__all__ = ["Failure", "Ledger", "ExecuteScope", "failed_writing", "Region"]
+__all__ = ["Failure", "Ledger", "ExecuteScope", "failed_writing", "Region", "Pending",
+           "pending_inputs"]
 
 Region = tuple  # (memory_id, start_byte, stop_byte)
-
-
-class IncompleteLaunch(RuntimeError):
-    """The provisional root of a claim: the launch started and has not (yet) completed."""
-
-    def __str__(self) -> str:
-        # Made with just the kernel id (a claim is made per dispatch: no string formatting there).
-        return f"launch of {self.args[0]} did not complete" if self.args else "launch did not complete"
-
-
-@dataclass(frozen=True, eq=False)
-class Failure:
-    """A root cause, the kernel that caused it, and the launches it travelled through.
-
-    Compared by identity: a scope releases only *its own* claim, never a newer record that
-    happens to carry the same exception.
-    """
-
-    root: BaseException
-    kernel_id: str | None
-    chain: tuple = ()
-    provisional: bool = False
-    # For a provisional claim: [True] once the body that made it raised (the claim then stays for
-    # good). A provisional claim whose body is still running is *in flight*: a reader that is not
-    # ordered after that launch (it waited for the writers it is ordered after) must not report
-    # it, or a read racing another thread's later launch would see a spurious failure.
-    abandoned: list | None = None
-
-    @classmethod
-    def claim(cls, kernel_id: str) -> "Failure":
-        """A launch's provisional claim (``ExecuteScope``): ``Failure(IncompleteLaunch(kernel_id),
-        kernel_id, (kernel_id,), provisional=True, abandoned=[False])``, the same fields of a new
-        object, set straight into its ``__dict__``: a frozen dataclass's ``__init__`` sets each
-        field through ``object.__setattr__``, which was a third of a graph replay's execute scope
-        (every dispatch and every replay makes one)."""
-        claim = object.__new__(cls)
-        fields = claim.__dict__
-        fields["root"] = IncompleteLaunch(kernel_id)
-        fields["kernel_id"] = kernel_id
-        fields["chain"] = (kernel_id,)
-        fields["provisional"] = True
-        fields["abandoned"] = [False]
-        return claim
-
-    @property
-    def in_flight(self) -> bool:
-        return self.provisional and not (self.abandoned and self.abandoned[0])
-
-    def through(self, kernel_id: str) -> "Failure":
-        """The same root cause, inherited by one more launch (it was skipped)."""
-        return Failure(self.root, self.kernel_id, self.chain + (kernel_id,), self.provisional,
-                       self.abandoned)
-
-    def to_exception(self) -> LaunchFailure:
-        exc = LaunchFailure(self.root, self.kernel_id, self.chain)
-        exc.__cause__ = self.root
-        return exc
 
 
 @dataclass
 class _Entry:
     start: int
     stop: int
-    failure: Failure
+    failure: Failure          # or a Pending (pending.py): not a failure until resolved
 
 
 def _ANY(entry) -> bool:
@@ -105,22 +50,101 @@ class Ledger:
     def __init__(self):
         self._lock = threading.Lock()
         self._entries: dict[object, list[_Entry]] = {}
-        # The same dict, public for one use: its truth says whether anything failed anywhere,
-        # which a hot path (the CUDA warm launch) reads without the lock or a call, as
-        # ``first_failure`` does. Never rebound; read it, never change it.
+        # The same dict, public for one use: its truth says whether anything failed anywhere
+        # (or is pending: its keys are the memories with any entry), which a hot path (the CUDA
+        # warm launch) reads without the lock or a call, as ``first_failure`` does. Never
+        # rebound; read it, never change it.
         self.failed_memories = self._entries
+        #: whether a ``Pending`` state was ever recorded (set once; only the CUDA backend makes
+        #: them, so everywhere else the scopes never look for one)
+        self.has_pending = False
+        #: the task whose dispatch is running now, set by an executor that dispatches inline (the
+        #: CUDA streams) so that a pending state made by the execute scope knows its position
+        self.dispatching = None
+        #: bumped by every change of an entry: equal numbers mean nothing changed in between
+        #: (the CUDA warm path renews a pending state on that: ``warm_checks.py``)
+        self.version = 0
 
     def failure_of(self, region: Region) -> Failure | None:
-        """A failure on any byte of ``region``; a settled one is preferred over a claim in flight."""
+        """A failure on any byte of ``region``; a settled one is preferred over a claim in flight.
+        A ``Pending`` state is not a failure (see ``pending_of``, ``settle``)."""
         mem, start, stop = region
         found = None
         with self._lock:
             for e in self._entries.get(mem, ()):
                 if e.start < stop and start < e.stop:
-                    if not e.failure.in_flight:
-                        return e.failure
-                    found = e.failure
+                    f = e.failure
+                    if type(f) is Pending:
+                        continue
+                    if not f.in_flight:
+                        return f
+                    found = f
         return found
+
+    def pending_of(self, regions: Iterable[Region]) -> tuple:
+        """The distinct ``Pending`` states on any byte of ``regions``, in region order."""
+        found: dict = {}
+        if not self.has_pending or not self._entries:
+            return ()
+        with self._lock:
+            for mem, start, stop in regions:
+                for e in self._entries.get(mem, ()):
+                    if type(e.failure) is Pending and e.start < stop and start < e.stop:
+                        found[e.failure] = None
+        return tuple(found)
+
+    def inputs_of(self, reads: Iterable[Region], writes: Iterable[Region]) -> tuple | None:
+        """One look for a launch about to run (the CUDA warm path): None if a settled failure
+        or a claim sits on ``reads`` or ``writes`` (the general path decides then), else the
+        distinct ``Pending`` states on ``reads`` in read order."""
+        found: dict = {}
+        with self._lock:
+            entries = self._entries
+            for regions, reading in ((reads, True), (writes, False)):
+                for mem, start, stop in regions:
+                    for e in entries.get(mem, ()):
+                        if e.start < stop and start < e.stop:
+                            f = e.failure
+                            if type(f) is not Pending:
+                                return None
+                            if reading:
+                                found[f] = None
+        return tuple(found)
+
+    def settle(self, region: Region, wait: bool = False) -> Failure | None:
+        """Resolve the ``Pending`` states on ``region`` (``pending.py``): those that failed
+        become their ``Failure`` here, clean ones are dropped. Returns a failure found, else
+        None (also for states still unresolved, which are not failures yet). ``wait``: the
+        caller waited for the region's writers, so a state still unresolved is waited for (its
+        launch completed before those writers; only the bookkeeping did not see it). Call it
+        where no launch can run meanwhile (the device lock): a state resolved here must not be
+        renewed for a later launch at the same time."""
+        failure = None
+        for node in self.pending_of((region,)):
+            got = node.resolve()
+            if got is UNRESOLVED and wait:
+                node.wait()
+                got = node.resolve(complete=True)
+            if got is UNRESOLVED:
+                continue
+            self._settled(region[0], node, got)
+            if got is not None and failure is None:
+                failure = got
+        return failure
+
+    def _settled(self, mem, node: Pending, outcome) -> None:
+        """Replace ``node``'s entries of ``mem`` by its outcome (a Failure, or clean: removed)."""
+        with self._lock:
+            self.version += 1
+            entries = self._entries.get(mem)
+            if entries is None:
+                return
+            if outcome is None:
+                self._store(mem, [e for e in entries if e.failure is not node])
+            else:
+                for e in entries:
+                    if e.failure is node:
+                        e.failure = outcome
 
     def first_failure(self, regions: Iterable[Region]) -> Failure | None:
         if not self._entries:
@@ -134,19 +158,34 @@ class Ledger:
     def record(self, regions: Iterable[Region], failure: Failure | None) -> None:
         """Make ``failure`` (or clean, for ``None``) the state of every byte of ``regions``."""
         with self._lock:
+            self.version += 1
             for mem, start, stop in regions:
-                if mem not in self._entries:      # the common case: a clean buffer
+                entries = self._entries.get(mem)
+                if entries is None:               # the common case: a clean buffer
                     if failure is not None:
                         self._entries[mem] = [_Entry(start, stop, failure)]
+                    continue
+                if len(entries) == 1 and entries[0].start == start and entries[0].stop == stop:
+                    # The next common one: the buffer's one entry, on these very bytes, replaced.
+                    old = entries[0].failure
+                    if type(old) is Pending:
+                        old.sealed = True         # rewritten (see _cut)
+                    if failure is None:
+                        del self._entries[mem]
+                    else:
+                        entries[0] = _Entry(start, stop, failure)
                     continue
                 kept = self._cut(mem, start, stop, _ANY)
                 if failure is not None:
                     kept.append(_Entry(start, stop, failure))
                 self._store(mem, kept)
+            if type(failure) is Pending:
+                self.has_pending = True
 
     def release(self, regions: Iterable[Region], claim: Failure) -> None:
         """Clear the bytes of ``regions`` that still carry ``claim`` (and nothing else)."""
         with self._lock:
+            self.version += 1
             for mem, start, stop in regions:
                 entries = self._entries.get(mem)
                 if entries is None:
@@ -160,7 +199,10 @@ class Ledger:
     def forget(self, memory_id: object) -> None:
         """The buffer is freed: its entries die with it."""
         with self._lock:
-            self._entries.pop(memory_id, None)
+            self.version += 1
+            for e in self._entries.pop(memory_id, ()):
+                if type(e.failure) is Pending:
+                    e.failure.sealed = True
 
     def __len__(self) -> int:
         with self._lock:
@@ -174,6 +216,10 @@ class Ledger:
             if e.stop <= start or stop <= e.start or not matches(e):
                 out.append(e)
                 continue
+            if type(e.failure) is Pending:
+                # Overwritten somewhere: it no longer stands for all its write set, so it may
+                # not be renewed for another launch (pending.py, "sealed").
+                e.failure.sealed = True
             if e.start < start:
                 out.append(_Entry(e.start, start, e.failure))
             if stop < e.stop:
@@ -204,6 +250,9 @@ class ExecuteScope:
     - **Enter**: the write set is claimed with a provisional failure first, then the body runs.
       On normal exit the claim is released, or replaced by the error given to ``fail``. If the body
       raises, the claim stays: the buffers are marked as not written, which is the truth.
+    - **Pending** (``pending.py``): an input is ``Pending`` (not known failed), or the body says
+      its own outcome is known later (``checked_later``): the body runs, and on normal exit the
+      write set is left ``Pending`` on those inputs and that outcome instead of clean.
 
     Why decide in the constructor: a scope that entered and then found it should have skipped
     would have its provisional claim overwritten by the propagated failure, and the exit that
@@ -213,7 +262,8 @@ class ExecuteScope:
 
     # A plain class with slots, not a dataclass: every dispatch makes one, so its construction is
     # on the launch path.
-    __slots__ = ("ledger", "kernel_id", "reads", "writes", "on_skip", "inherited", "_claim", "_error")
+    __slots__ = ("ledger", "kernel_id", "reads", "writes", "on_skip", "inherited", "_claim", "_error",
+                 "_parents", "_run", "pending")
 
     def __init__(self, ledger: Ledger, kernel_id: str, reads: tuple, writes: tuple,
                  on_skip: Callable[[Failure], None] | None = None):
@@ -224,11 +274,18 @@ class ExecuteScope:
         self.on_skip = on_skip
         self._error: BaseException | None = None
         self._claim: Failure | None = None
-        self.inherited = ledger.first_failure(reads)
-        if self.inherited is not None:
-            ledger.record(writes, self.inherited.through(kernel_id))
+        self._parents = ()
+        self._run = None
+        #: the ``Pending`` state the scope left its write set in (pending.py), or None
+        self.pending: Pending | None = None
+        inherited = ledger.first_failure(reads)
+        if inherited is None and ledger.has_pending:
+            inherited, self._parents = pending_inputs(ledger, reads)
+        self.inherited = inherited
+        if inherited is not None:
+            ledger.record(writes, inherited.through(kernel_id))
             if on_skip is not None:
-                on_skip(self.inherited)
+                on_skip(inherited)
         else:
             self._claim = Failure.claim(kernel_id)
             ledger.record(writes, self._claim)
@@ -241,6 +298,11 @@ class ExecuteScope:
         """The body reports that the work failed (the driver refused it, the kernel raised)."""
         self._error = error
 
+    def checked_later(self, run) -> None:
+        """The body started work whose own outcome is known only once it completes (``run``: a
+        ``pending.Run``, e.g. a GPU launch's error word): the write set is left ``Pending``."""
+        self._run = run
+
     def __enter__(self) -> "ExecuteScope":
         return self
 
@@ -252,9 +314,45 @@ class ExecuteScope:
             return False
         if self._error is not None:
             self.ledger.record(self.writes, Failure(self._error, self.kernel_id, (self.kernel_id,)))
+        elif self._parents or self._run is not None:
+            # It ran, but on inputs, or with an outcome, nobody checked yet: Pending, with the
+            # position of its launch (the task the executor is dispatching).
+            task = self.ledger.dispatching
+            self.pending = Pending(self.kernel_id, self._parents, self._run, task,
+                                   task.seq if task is not None else 0)
+            self.ledger.record(self.writes, self.pending)
         else:
             self.ledger.release(self.writes, self._claim)
         return False
+
+
+def pending_inputs(ledger: Ledger, reads: tuple, found: tuple | None = None,
+                   frozen: bool = True) -> tuple:
+    """``(inherited, parents)`` for a launch reading ``reads``: the ``Pending`` states on them
+    (read order; ``found``, where the caller looked already), except those already known clean;
+    or, when the first one decided is known failed (nothing undecided before it), that failure,
+    which the launch then inherits as it inherits a settled one (it is skipped). ``frozen``:
+    undecided states are inherited as frozen copies where they can be (``Pending.inherited``),
+    else sealed (a state that will stand for later launches of a kernel reading what it writes
+    must keep its parents' meaning for all of them)."""
+    parents = []
+    for node in (found if found is not None else ledger.pending_of(reads)):
+        if node.outcome is None and not node.known_complete():
+            # undecided: the usual case, no resolve
+            if frozen:
+                parents.append(node.inherited())
+            else:
+                node.sealed = True
+                parents.append(node)
+            continue
+        got = node.resolve()
+        if got is UNRESOLVED:
+            parents.append(node)
+        elif got is not None:
+            if not parents:
+                return got, ()
+            parents.append(node)
+    return None, tuple(parents)
 
 
 def failed_writing(ledger: Ledger, kernel_id: str, writes: Iterable[Region],

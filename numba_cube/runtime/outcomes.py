@@ -30,6 +30,12 @@ launch's dispatch reports to (``reporter``, which the mechanism asks when it mak
 the body of a launch that cannot run at all (``_refused_run``), and a skipped launch's report to
 the dry runs that skipped it (``_skip``).
 
+A launch whose outcome is known only once it completes (a GPU kernel that may raise, or one that
+read what such a kernel wrote: ``pending.py``) hands either of them its ``Pending`` state instead
+(``pend``): the waiting caller resolves it after its wait (``DeviceServer.outcome_of``); the log
+keeps it until a report finds it resolved (clean ones are dropped unreported), and the reports
+of ``sync()`` and of interpreter exit, which come after every launch, wait for it.
+
 An entry leaves the log only when its warning was issued; if issuing raises (``-W error``), the
 entries not yet reported stay for the next call. The log is bounded: past ``MAX_KEPT`` entries it
 counts the rest and reports their number, so a loop of failing launches that never waits cannot
@@ -47,6 +53,7 @@ from typing import Callable
 
 from ..errors import UnrecordedFailureWarning
 from .ledger import Failure, failed_writing
+from .pending import UNRESOLVED
 from .requests import LaunchRequest
 
 __all__ = ["LaunchOutcome", "UnrecordedFailures", "LaunchRouting", "MAX_KEPT"]
@@ -60,16 +67,39 @@ _nonempty: "weakref.WeakSet[UnrecordedFailures]" = weakref.WeakSet()
 
 class LaunchOutcome:
     """The failure of one launch, own or inherited (``None`` if it ran and completed), for the
-    caller that waits for it. Called by the dispatch as ``outcome(failure, inherited)``."""
+    caller that waits for it. Called by the dispatch as ``outcome(failure, inherited)``, or told
+    the launch's ``Pending`` state (``pend``), which the caller resolves after its wait."""
 
-    __slots__ = ("failure",)
+    __slots__ = ("failure", "pending")
 
     def __init__(self):
         self.failure: Failure | None = None
+        self.pending = None
 
     def __call__(self, failure: Failure, inherited: bool) -> None:
         if self.failure is None:
             self.failure = failure
+
+    def pend(self, node) -> None:
+        self.pending = node
+
+
+class _Reporter:
+    """The report function of a launch of thread ``issuer`` that writes nothing (``reporter``)."""
+
+    __slots__ = ("log", "issuer")
+
+    def __init__(self, log: "UnrecordedFailures", issuer: int):
+        self.log = log
+        self.issuer = issuer
+
+    def __call__(self, failure: Failure, inherited: bool) -> None:
+        # An inherited failure is not logged: it already lives on the input that carried it.
+        if not inherited:
+            self.log.add(failure, self.issuer)
+
+    def pend(self, node) -> None:
+        self.log.add(node, self.issuer)
 
 
 class UnrecordedFailures:
@@ -79,8 +109,12 @@ class UnrecordedFailures:
     def __init__(self, device: str):
         self.device = device
         self._lock = threading.Lock()
-        self._entries: list[tuple[int, Failure]] = []   # (launching thread's ident, failure)
+        # (launching thread's ident, failure or Pending state)
+        self._entries: list[tuple[int, Failure]] = []
         self._dropped = 0
+        #: ``resolve(node, wait)`` -> Failure, None or UNRESOLVED: the server's, under its lock
+        #: (``DeviceServer.outcome_of``); None where no backend makes pending states
+        self.resolve = None
 
     def __bool__(self) -> bool:
         # Read without the lock on every wait (a list's length is read atomically).
@@ -89,10 +123,7 @@ class UnrecordedFailures:
     def reporter(self, issuer: int) -> Callable[[Failure, bool], None]:
         """The dispatch's report function for a launch of thread ``issuer`` that writes nothing.
         An inherited failure is not logged: it already lives on the input that carried it."""
-        def report(failure: Failure, inherited: bool) -> None:
-            if not inherited:
-                self.add(failure, issuer)
-        return report
+        return _Reporter(self, issuer)
 
     def add(self, failure: Failure, issuer: int) -> None:
         with self._lock:
@@ -102,19 +133,43 @@ class UnrecordedFailures:
                 self._dropped += 1
         _nonempty.add(self)
 
-    def _take_one(self, issuer: int | None) -> Failure | None:
-        with self._lock:
-            for i, (who, failure) in enumerate(self._entries):
-                if issuer is None or who == issuer:
-                    del self._entries[i]
+    def _take_one(self, issuer: int | None, wait: bool) -> Failure | None:
+        """The oldest failure of ``issuer`` (any thread's for None), taken out of the log;
+        pending states met on the way are resolved (``wait``: waiting for their launches) and
+        dropped when clean, kept while unresolved."""
+        skip = 0
+        while True:
+            with self._lock:
+                found = None
+                seen = 0
+                for i, (who, failure) in enumerate(self._entries):
+                    if issuer is None or who == issuer:
+                        if seen == skip:
+                            found = i
+                            break
+                        seen += 1
+                if found is None:
+                    return None
+                failure = self._entries[found][1]
+                if type(failure) is Failure:
+                    del self._entries[found]
                     return failure
-        return None
+            # A pending state: resolved outside this lock (the server's lock is taken there).
+            got = self.resolve(failure, wait) if self.resolve is not None else UNRESOLVED
+            if got is UNRESOLVED:
+                skip += 1
+                continue
+            with self._lock:
+                self._entries = [e for e in self._entries if e[1] is not failure]
+            if got is not None:
+                return got
 
     def report(self, issuer: int | None, stacklevel: int) -> None:
         """Warn about each failure of thread ``issuer`` (every thread's for ``None``), oldest
-        first. ``stacklevel`` is counted from the caller of this method."""
+        first. ``stacklevel`` is counted from the caller of this method. Every thread's report
+        (``sync()``, interpreter exit) comes after all launches: it waits for pending ones."""
         while True:
-            failure = self._take_one(issuer)
+            failure = self._take_one(issuer, wait=issuer is None)
             if failure is None:
                 break
             warnings.warn(_warning(failure, self.device), stacklevel=stacklevel + 1)

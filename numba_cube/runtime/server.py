@@ -49,6 +49,7 @@ from .handle import Binding
 from .hazards import HazardTracker
 from .host_mechanism import HostMechanism
 from .ledger import Failure, Ledger
+from .pending import UNRESOLVED
 from .memory import MemoryPool
 from .memory_table import MemoryTable
 from .modes import LaunchMode
@@ -103,6 +104,7 @@ class DeviceServer(MemoryTable, CaptureOps, LaunchRouting):
         #: failed, nothing cached), on its way to the caller (``op_launch``)
         self.handled_interrupt: BaseException | None = None
         self.unrecorded = UnrecordedFailures(device)   # failures no buffer carries (outcomes.py)
+        self.unrecorded.resolve = self.outcome_of
         self.streams = mechanism.attach(self)
         self.pool = MemoryPool(mechanism.allocate, mechanism.release, settle=self._settle)
         #: the most dynamic shared memory (bytes per cube) a launch may ask for; the client refuses
@@ -326,13 +328,35 @@ class DeviceServer(MemoryTable, CaptureOps, LaunchRouting):
                 out.append(writer.failure_hint)
                 continue
             # A claim in flight is not a known failure: check() does not wait, so it must not
-            # report what may still complete.
-            out.append(self.failure_of(b))
+            # report what may still complete (nor a pending state whose launch may still run).
+            out.append(self.failure_of(b, waited=False))
         return out
 
-    def failure_of(self, b: Binding) -> Failure | None:
+    def failure_of(self, b: Binding, waited: bool = True) -> Failure | None:
         """The failure a reader of ``b`` reports, after waiting for the writers it is ordered
-        after: claims still in flight belong to launches it is not ordered with, and are not
-        failures (yet)."""
-        failure = self.ledger.failure_of(b.region)
-        return None if failure is not None and failure.in_flight else failure
+        after (``waited``): claims still in flight belong to launches it is not ordered with, and
+        are not failures (yet). ``Pending`` states on ``b`` (``pending.py``) are resolved here,
+        under the device lock (no launch may renew one meanwhile); after a wait they are decided
+        (waiting for one whose completion the bookkeeping missed), else they count while their
+        launch is not known complete as a claim in flight does."""
+        ledger = self.ledger
+        failure = ledger.failure_of(b.region)
+        if failure is not None and not failure.in_flight:
+            return failure
+        if ledger.has_pending:
+            with self.channel.lock:
+                found = ledger.settle(b.region, wait=waited)
+            if found is not None:
+                return found
+        return None
+
+    def outcome_of(self, node, wait: bool = True):
+        """The failure of a launch's ``Pending`` state (``pending.py``), None if clean, or
+        ``UNRESOLVED`` (not ``wait``, and its launch not known complete): what a caller that
+        waited for the launch (``launch_and_wait``) or a report of the unrecorded log asks."""
+        with self.channel.lock:
+            got = node.resolve()
+            if got is UNRESOLVED and wait:
+                node.wait()
+                got = node.resolve(complete=True)
+        return got

@@ -38,6 +38,7 @@ def _calls(drv):
         "mem_free": lambda: drv.mem_free(4096),
         "mem_alloc_host": lambda: drv.mem_alloc_host(64),
         "mem_free_host": lambda: drv.mem_free_host(4096),
+        "host_device_pointer": lambda: drv.host_device_pointer(4096),
         "memcpy_htod": lambda: drv.memcpy_htod(4096, 8192, 8),
         "memcpy_dtoh": lambda: drv.memcpy_dtoh(8192, 4096, 8),
         "memcpy_htod_async": lambda: drv.memcpy_htod_async(4096, 8192, 8, stream),
@@ -84,7 +85,7 @@ def _calls(drv):
 
 NAMES = ["init", "device_count", "device", "device_name", "device_attribute", "primary_context",
          "current_context", "set_current", "ctx_synchronize", "mem_alloc", "mem_free", "mem_alloc_host",
-         "mem_free_host", "memcpy_htod", "memcpy_dtoh", "memcpy_htod_async", "memcpy_dtoh_async",
+         "mem_free_host", "host_device_pointer", "memcpy_htod", "memcpy_dtoh", "memcpy_htod_async", "memcpy_dtoh_async",
          "address_range", "pointer_device", "stream_create", "stream_synchronize", "stream_wait_event",
          "stream_wait_event_foreign", "event_create", "event_create_timing", "event_record",
          "event_query", "event_synchronize", "event_elapsed_ms", "begin_capture", "end_capture",

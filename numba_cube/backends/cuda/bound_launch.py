@@ -54,10 +54,11 @@ def bound_launch_key(req) -> tuple:
                                   for a in req.args]), req.options, req.count_binding)
 
 
-def bind_launch(req, entries, dynamic, driver, borrowed, pointer_of) -> CudaBoundLaunch:
+def bind_launch(req, entries, dynamic, driver, borrowed, pointer_of, checks=None) -> CudaBoundLaunch:
     """Compile (or find) ``req``'s kernel with ``entries`` (``KernelEntries``) and bind it:
     ``borrowed`` is the set of memory ids of foreign buffers, ``pointer_of`` a binding's device
-    pointer. A compile failure is kept on the result (``error``), not raised."""
+    pointer, ``checks`` the device's error words (``error_slots.py``). A compile failure is
+    kept on the result (``error``), not raised."""
     args = req.args
     kernel = req.kernel
     entry = entries.entry(kernel, args, req.options)
@@ -70,7 +71,7 @@ def bind_launch(req, entries, dynamic, driver, borrowed, pointer_of) -> CudaBoun
     if entry.error is not None:
         bound.error = entry.error
         return bound
-    bound.packed = PackedLaunch(entry.compiled, driver, args, pointer_of)
+    bound.packed = PackedLaunch(entry.compiled, driver, args, pointer_of, checks)
     cb = req.count_binding
     if cb is not None:
         bound.count_ptr = pointer_of(cb)
@@ -84,7 +85,8 @@ def bind_launch(req, entries, dynamic, driver, borrowed, pointer_of) -> CudaBoun
                                        kid=kernel.id + "#device-count",
                                        access=((True, False),) + tuple(entry.access))
                 if wentry.error is None:
-                    bound.device_count = PackedLaunch(wentry.compiled, driver, wargs, pointer_of)
+                    bound.device_count = PackedLaunch(wentry.compiled, driver, wargs, pointer_of,
+                                                      checks)
                 else:
                     log.info("numba_cube: device-count form of %s does not compile (%s); "
                              "dynamic counts are read back", kernel.name, wentry.error)

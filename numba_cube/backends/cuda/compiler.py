@@ -25,6 +25,16 @@ them. ``boundscheck`` is numba-cuda's answer: its CUDA target never checks bound
 exceptions are reported as numba-cuda reports them, through its error flag
 (``kernel_exceptions.py``): such launches are blocking.
 
+Without debug, a kernel is compiled inside ``exception_codegen.compiling``: a kernel that can
+raise gets a trailing error-word parameter (``CompiledKernel.error_word``) and its launches are
+checked without blocking (``error_slots.py``; ``CompiledKernel.raises`` decodes the word); one
+that cannot pays nothing. The word changes the kernel's parameters, so it is never put into a
+dispatcher numba-cuda itself launches: the user's own dispatcher compiles the kernel as
+numba-cuda would (only observed: can it raise?), and a kernel that can raise is compiled again
+by a private dispatcher of numba_cube's, which never uses numba-cuda's on-disk cache (a kernel
+read from there could have the word or not). ``NUMBA_CUBE_CUDA_KERNEL_ERRORS=off`` compiles
+every kernel as before, without the word (its exceptions are lost again).
+
 ``image_of`` hands the on-disk cache (``diskcache.py``) the linked cubin of a compiled kernel,
 or says why it cannot be kept: what numba-cuda's own launch path sets up beyond loading the
 image (NRT, module setup callbacks, a shared-memory carveout, a debug kernel's exception flag).
@@ -39,17 +49,37 @@ from typing import Mapping
 
 import numpy as np
 
+from ... import config
 from ...errors import CompileError
 from ...kernel.options import resolve
 from ...kernel.signatures import launch_types
 from ...runtime.composite import RecordRef
-from .kernel_exceptions import for_kernel
+from .exception_codegen import compiling
+from .kernel_exceptions import KernelErrors, for_kernel
 from .packed_launch import ArgLayout, CompiledKernel, flat_leaves
 
-__all__ = ["NumbaCudaCompiler", "image_of", "numba_types", "arg_kinds", "JIT_OPTIONS", "jit_options"]
+__all__ = ["NumbaCudaCompiler", "image_of", "numba_types", "arg_kinds", "JIT_OPTIONS", "jit_options",
+           "kernel_errors_mode"]
 
 #: The client options handed to ``cuda.jit`` (the CUDA servers declare them as known options).
 JIT_OPTIONS = ("fastmath", "lineinfo", "debug", "opt", "max_registers")
+
+
+def kernel_errors_mode() -> str:
+    """``check`` or ``off`` (``NUMBA_CUBE_CUDA_KERNEL_ERRORS``, read at each compile: the compile
+    cache keys carry it, so a process can compare both)."""
+    return config.get_str("NUMBA_CUBE_CUDA_KERNEL_ERRORS", "check", ("check", "off"))
+
+
+def _fixup_of(kernel, found: list):
+    """What ``exception_codegen``'s fixup saw of numba-cuda's ``kernel``: from this compile, or
+    kept on the kernel by an earlier one (a dispatcher hands back an overload it compiled
+    before); None if it was not compiled inside the window (or with debug)."""
+    for fixup in found:
+        if fixup.entry == kernel.entry_name:
+            kernel._numba_cube_fixup = fixup
+            return fixup
+    return getattr(kernel, "_numba_cube_fixup", None)
 
 
 def jit_options(kernel, client_options: Mapping) -> dict:
@@ -135,48 +165,73 @@ class NumbaCudaCompiler:
         self._dispatchers: dict = {}
         self._lock = threading.Lock()
 
-    def _dispatcher(self, key, py_func, options: dict):
+    def _dispatcher(self, key, py_func, options: dict, on_disk: bool):
         with self._lock:
             disp = self._dispatchers.get(key)
             if disp is None:
                 from numba import cuda
 
                 options = dict(options)
-                if options.get("cache") and not os.path.isfile(py_func.__code__.co_filename):
+                if options.get("cache") and (not on_disk
+                                             or not os.path.isfile(py_func.__code__.co_filename)):
                     # numba-cuda caches only functions of a real file; the device-count wrapper
-                    # of a cached kernel is generated code: compiled, not cached.
+                    # of a cached kernel is generated code: compiled, not cached. A kernel
+                    # with the error word never goes there (module docstring).
                     del options["cache"]
                 disp = self._dispatchers[key] = cuda.jit(**options)(py_func)
             return disp
 
+    def _compile(self, key, py_func, options: dict, user_dispatcher, sig, mode: str):
+        """numba-cuda's compiled kernel for ``sig``, and its ``exception_codegen.Fixup`` (None:
+        compiled without the window, or with debug). See the module docstring."""
+        if mode == "off":
+            disp = user_dispatcher or self._dispatcher((key, mode), py_func, options, True)
+            return disp.compile(sig), None
+        if user_dispatcher is not None:
+            with compiling(record=False) as found:
+                kernel = user_dispatcher.compile(sig)
+            fixup = _fixup_of(kernel, found)
+            if getattr(kernel, "debug", False) or (
+                    fixup is not None and not fixup.may_raise(kernel._codelibrary.modules)):
+                return kernel, None
+            # It can raise, or numba-cuda compiled it before numba_cube saw it: our own compile.
+        disp = self._dispatcher((key, mode), py_func, options, False)
+        with compiling(record=True) as found:
+            kernel = disp.compile(sig)
+        return kernel, _fixup_of(kernel, found)
+
     def compile(self, key, py_func, name: str, args: tuple, options: dict,
-                user_dispatcher=None) -> CompiledKernel:
+                user_dispatcher=None, kernel_errors: str = "check") -> CompiledKernel:
         """Compile ``py_func`` for the types of ``args`` and load it; ``options`` are ``cuda.jit``'s
         (``jit_options``), ``key`` names the function and options (dispatchers are cached by it).
         ``user_dispatcher``, where given, is the user's own ``cuda.jit`` dispatcher of ``py_func``
         with these very options: compiling through it leaves the compiled overload where
         numba-cuda's tools look for it (``inspect_asm()``, ``get_regs_per_thread()``,
-        ``overloads``), as after a launch through numba-cuda. Raises Numba's errors as they are."""
+        ``overloads``), as after a launch through numba-cuda, unless the kernel can raise (module
+        docstring). ``kernel_errors``: ``kernel_errors_mode()``. Raises Numba's errors as they
+        are."""
         from numba import cuda
 
-        disp = user_dispatcher if user_dispatcher is not None else self._dispatcher(
-            key, py_func, options)
         sig = numba_types(args)
         with cuda.gpus[self.index]:
-            kernel = disp.compile(sig)
+            kernel, fixup = self._compile(key, py_func, options, user_dispatcher, sig,
+                                          kernel_errors)
             kernel.bind()
             cufunc = kernel._codelibrary.get_cufunc()
             function = self.driver.kernel_function(cufunc.handle)
             exceptions = for_kernel(kernel, self.driver)
+        word = fixup is not None and fixup.word
         attrs = cufunc.attrs
         driver = self.driver
 
         def occupancy(block_threads: int) -> int:
             return driver.occupancy(function, block_threads, 0)
 
-        compiled = CompiledKernel(name, function, ArgLayout(arg_kinds(args)), int(attrs.maxthreads),
-                                  int(attrs.shared), occupancy, kernel)
+        compiled = CompiledKernel(name, function, ArgLayout(arg_kinds(args), error_word=word),
+                                  int(attrs.maxthreads), int(attrs.shared), occupancy, kernel)
         compiled.exceptions = exceptions
+        if word and fixup.may_raise(kernel._codelibrary.modules):
+            compiled.raises = KernelErrors(kernel)
         return compiled
 
     def disk_cache(self):
@@ -190,5 +245,8 @@ class NumbaCudaCompiler:
         the device's numba-cuda context, as ``compile``: the image is the one for its GPU."""
         from numba import cuda
 
+        if compiled.raises is not None:
+            return ("it can raise: its exceptions are decoded with the exception objects numba-cuda "
+                    "made in this process")
         with cuda.gpus[self.index]:
             return image_of(compiled.source)

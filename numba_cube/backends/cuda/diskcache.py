@@ -39,7 +39,8 @@ by the server as ``cuda_disk_cache_uncacheable``: a kernel whose id is salted fo
 (it could never be found again), a kernel compiled through the user's own ``cuda.jit``
 dispatcher (numba-cuda's tools read its overloads), launch-time ``extensions``, ``link=`` files
 (their contents are not in the id), ``debug=True`` (its exceptions are decoded with numba-cuda's
-objects), NRT, module setup callbacks or a shared-memory carveout (set up by numba-cuda's
+objects), a kernel that can raise (the same: ``exception_codegen.py``; one that cannot keeps
+whether it has the error-word parameter), NRT, module setup callbacks or a shared-memory carveout (set up by numba-cuda's
 launch path), composite arguments (tuples, records, enums, dates), and options without a stable
 text form. Hits and misses are ``cuda_disk_cache_hits`` and ``cuda_disk_cache_misses``.
 """
@@ -235,6 +236,7 @@ class DiskCache:
                            "max_threads": int(compiled.max_threads),
                            "shared_bytes": int(compiled.shared_bytes),
                            "cooperative": bool(compiled.cooperative),
+                           "error_word": bool(compiled.layout.error_word),
                            "access": [[bool(r), bool(w)] for r, w in access],
                            "image_bytes": len(image.data)}, sort_keys=True).encode()
         payload = struct.pack("<Q", len(head)) + head + image.data + image.asm.encode()
@@ -266,6 +268,7 @@ class DiskCache:
             if head["kind"] == "ptx" and not image.endswith(b"\0"):
                 image += b"\0"         # cuModuleLoadData reads PTX up to its NUL
             entry, cooperative = str(head["entry"]), bool(head["cooperative"])
+            error_word = bool(head["error_word"])
             max_threads, shared = int(head["max_threads"]), int(head["shared_bytes"])
             name = str(head["name"])
         except (ValueError, KeyError, TypeError, struct.error, UnicodeDecodeError):
@@ -280,9 +283,9 @@ class DiskCache:
                         name, exc_info=True)
             return None
         return self._compiled(name, function, kinds, max_threads, shared,
-                              CachedCode(module, entry, asm, cooperative)), access
+                              CachedCode(module, entry, asm, cooperative), error_word), access
 
-    def _compiled(self, name, function, kinds, max_threads, shared, source):
+    def _compiled(self, name, function, kinds, max_threads, shared, source, error_word=False):
         from .packed_launch import ArgLayout, CompiledKernel
 
         driver = self.driver
@@ -290,5 +293,7 @@ class DiskCache:
         def occupancy(block_threads: int) -> int:
             return driver.occupancy(function, block_threads, 0)
 
-        return CompiledKernel(name, function, ArgLayout(kinds), max_threads, shared,
+        # (a kernel kept here cannot raise, ``compiler.image_of``; it may still have the
+        # error-word parameter, which gets the ring's never-read word)
+        return CompiledKernel(name, function, ArgLayout(kinds, error_word), max_threads, shared,
                               occupancy, source, cooperative=source.cooperative)

@@ -200,6 +200,11 @@ class Driver:
     def mem_free_host(self, ptr: int) -> None:
         self.call("cuMemFreeHost", ptr)
 
+    def host_device_pointer(self, ptr: int) -> int:
+        """The device address of pinned host memory ``ptr`` (``cuMemAllocHost``'s memory is
+        mapped; with unified addressing, as on every 64-bit platform, it is ``ptr`` itself)."""
+        return int(self.call("cuMemHostGetDevicePointer", ptr, 0))
+
     def memcpy_htod(self, dst: int, src_ptr: int, nbytes: int) -> None:
         self.call("cuMemcpyHtoD", dst, src_ptr, nbytes)
 

@@ -293,6 +293,12 @@ class DynamicCounts:
                     self._raised(exc)
                     task.ran = False
                     return
+                # The host is about to read the count: if its writer raised (runtime/
+                # pending.py), the count is garbage and the launch is skipped as on the CPU.
+                # The stream was synchronized: settling waits for nothing new.
+                if ledger.has_pending:
+                    for region in rec.reads:
+                        ledger.settle(region, wait=True)
             if run_recorded(ledger, rec) is None:
                 task.ran = False
 

@@ -8,7 +8,7 @@ of that work depends only on *what* is launched (kernel, bound buffers, scalar t
 stream), which repeats from launch to launch in every real program: a loop, a pipeline per thread.
 
 So after a general launch the mechanism *arms* a ``WarmLaunch``: its bound launch, its CUDA
-stream, the hazard states of its buffers and its ledger regions, all resolved (a few per kernel, newest
+stream, the hazard states of its buffers and its buffers' memories, all resolved (a few per kernel, newest
 first). The next launch of that kernel with the same handles (by identity), scalar types,
 geometry, dynamic shared memory size, options and stream *fires* it:
 
@@ -16,7 +16,9 @@ geometry, dynamic shared memory size, options and stream *fires* it:
 2. under the device lock: the state that may have changed since arming is checked, and any
    change sends the launch to the general path, which is always correct:
    - a capture window open on the device (launches there are recorded, not run);
-   - a failure in the ledger on any of its regions (the general path skips or repairs);
+   - a failure in the ledger on any of its regions (the general path skips or repairs); a
+     *pending* state there (a kernel that can raise, unchecked yet: ``runtime/pending.py``) is
+     handled here instead (``warm_checks.py``): the launch leaves its write set pending too;
    - its stream's CUDA stream recycled (``retired``: it would then serve another stream id);
 3. dependencies: when this entry made the device's last registration and nobody has been handed
    its last task since (``hazards.py``, "Renewal"; ``WarmTask.renew``), that task stands for
@@ -48,6 +50,16 @@ What the warm path leaves out, and why that is the same contract:
   only when none of them is active (``runtime/watchers.py``, ``ExclusiveGate.owner``);
 - *dynamic counts, foreign (borrowed) buffers, compile failures, the baseline dependency rule,
   debug kernels (their exception flag is read back after each launch)*: never armed.
+
+A kernel that can raise (``exception_codegen.py``) is armed like any other: each warm launch
+takes its own error word (``error_slots.py``) and packs its address into the parameter block
+before the driver call, and its write set is left pending on it. In a loop of one such launch
+the entry's pending state is *renewed* (``warm_checks.py``) instead of recorded again: a word
+taken and a few attribute stores per launch; in a pipeline, launches reading its output renew
+theirs too, holding frozen copies of it. A kernel that cannot raise pays a few tests more
+than before (none of them a driver call): with nothing in the ledger anywhere, an attribute
+load and three tests of a local; with pending states elsewhere on the device, a comparison of
+the ledger's version with the one its last launch saw.
 - *tuples, records, enum members, dates* (``runtime/composite.py``): never armed either (``arm``
   arms handles and plain numbers only), so the match stays one type test per argument.
 
@@ -63,11 +75,13 @@ of the server's: the client calls ``WarmPath.fast_launch`` itself (``DeviceServe
 
 from __future__ import annotations
 
+import ctypes
 import weakref
 
 from ...runtime.ledger import failed_writing
 from ...runtime.warm_match import PLAIN_GEOMETRY, entry_matcher, match_of
 from .tasks import WarmTask
+from .warm_checks import CLEAR, entry_facts, fresh, record, refreshed, same_inputs
 
 __all__ = ["WarmLaunch", "WarmPath"]
 
@@ -79,8 +93,9 @@ class WarmLaunch:
     """One armed launch (see the module docstring)."""
 
     __slots__ = ("count", "dim", "grid", "block", "match", "matcher", "stream", "options", "cs",
-                 "source", "packed", "pack", "fire", "read_states", "write_states", "regions",
-                 "kernel_id", "shared_bytes", "crossed", "last_task", "__weakref__")
+                 "source", "packed", "pack", "fire", "read_states", "write_states", "kernel_id", "shared_bytes", "crossed", "last_task", "node", "checks", "errors",
+                 "word_offset", "word", "mems", "read_only", "read_only_mems", "renewable",
+                 "self_reading", "inputs", "version", "quiet", "__weakref__")
 
     def __init__(self, count, dim, grid, block, match, stream, options, cs, bound, read_states,
                  write_states, kernel_id, shared_bytes=0):
@@ -107,10 +122,21 @@ class WarmLaunch:
         self.fire = bound.packed.launcher(grid, block, shared_bytes, cs.handle, _fire_installer(self))
         self.read_states = read_states  # hazard states of the buffers only read
         self.write_states = write_states
-        self.regions = bound.reads + bound.writes   # what the ledger is asked about, per launch
         self.kernel_id = kernel_id
         self.crossed = False            # its last launch waited for another stream (see fast_launch)
         self.last_task = None           # the task of its last launch that register_solo accepted
+        # Checking (warm_checks.py): the device's error words if the kernel can raise, how its
+        # word becomes the exception, where the word's address goes in the parameter block, its
+        # buffers, and its own pending state while it may be renewed.
+        for name, value in entry_facts(bound).items():
+            setattr(self, name, value)
+        # the error word's address in the parameter block, as a ctypes cell over those bytes
+        self.word = (ctypes.c_uint64.from_buffer(bound.packed.block.buf, self.word_offset)
+                     if self.checks is not None else None)
+        self.node = None
+        self.inputs = ()                # the pending states of ``read_only`` when ``node`` was made
+        self.version = -1               # the ledger's version after this entry's last launch
+        self.quiet = False              # that launch found nothing on its buffers, left nothing
 
 
 
@@ -183,10 +209,29 @@ class WarmPath:
                 if self._captures or cs.retired:
                     return None
                 ledger = self._ledger
-                # ``failed_memories`` empty: nothing failed anywhere (first_failure's own test,
-                # without its call).
-                if ledger.failed_memories and ledger.first_failure(armed.regions) is not None:
-                    return None
+                # ``failed_memories`` empty: nothing failed or pending anywhere (first_failure's
+                # own test, without its call). Else, or for a kernel that can raise, what the
+                # launch leaves in the ledger (warm_checks.py): ``state`` is the entry's own
+                # pending state renewed, a fresh state recorded after the launch, or None. The
+                # ledger's ``version`` unchanged since this entry's last launch means nothing
+                # changed there meanwhile: what that launch found still holds.
+                failed = ledger.failed_memories
+                state = None
+                checking = failed or armed.checks is not None
+                if checking:
+                    same = armed.version == ledger.version
+                    if same and armed.quiet:
+                        checking = False    # as at its last launch: nothing on its buffers
+                    elif (node := armed.node) is not None and not node.sealed and (
+                            same or not armed.read_only_mems
+                            or failed.keys().isdisjoint(armed.read_only_mems)
+                            or same_inputs(ledger, armed)):
+                        state = node        # renewed (its inputs as they were)
+                        checking = not same
+                    else:
+                        state, inputs = fresh(ledger, armed, failed)
+                        if state is False:
+                            return None
                 pack = armed.pack
                 if pack is not None:
                     try:
@@ -224,6 +269,10 @@ class WarmPath:
                         deps = hazards.register_states(task, armed.read_states, armed.write_states)
                         armed.crossed = bool(deps)
                         cs.renewable = None
+                if state is not None and armed.checks is not None:
+                    # Its own error word (error_slots.py), for its renewed or fresh state, its
+                    # address written into the parameter block.
+                    armed.word.value = armed.checks.take(state.run, cs, seq)
                 cs.seq = seq
                 cs.tail = task
                 if deps:
@@ -242,6 +291,21 @@ class WarmPath:
                     # recorded as the general path records work that never started
                     refused = armed.packed.refused(err, armed.grid, armed.block, armed.shared_bytes)
                     failed_writing(ledger, armed.kernel_id, armed.source.writes, refused)
+                elif state is not None:
+                    if state is armed.node:
+                        state.task = task   # renewed: it now stands for this launch too
+                        state.seq = seq
+                        if armed.checks is None:
+                            state.run.launches += 1     # (a kernel that cannot raise: Repeats)
+                        if state.parents and not armed.self_reading:
+                            # it read them as they are now (their producers may have renewed)
+                            state.parents = refreshed(armed)
+                    else:
+                        record(ledger, armed, state, task, seq, inputs)
+                if checking:
+                    armed.version = ledger.version
+                    # quiet: the launch found nothing on its buffers and left nothing there
+                    armed.quiet = not err and (state is None or state is CLEAR)
                 # No event here: the task borrows one when somebody has to wait for it (WarmTask).
                 self._fired += 1
                 return armed.kernel_id

@@ -36,7 +36,10 @@ so the claim would change no answer. A refused ``cuGraphLaunch`` then fails the 
 every iteration, and the scope was a third of a replay's host time on the fake driver.
 
 A debug kernel (``debug=True``: its exceptions are read back after each launch) cannot be
-recorded: ``CaptureError``. A dynamic-count launch can be recorded only in its device-count form (``dynamic.py``): the
+recorded: ``CaptureError``; nor can a kernel that can raise (each launch gets its own error word,
+``error_slots.py``, which a replayed graph's baked parameters cannot give it). A graph that reads
+a buffer still pending on such a launch leaves its write set pending on it (the execute scope's
+rule, ``runtime/pending.py``). A dynamic-count launch can be recorded only in its device-count form (``dynamic.py``): the
 read-back form needs the host in the middle of the graph, so recording it dooms the capture.
 """
 
@@ -94,6 +97,12 @@ class CudaGraph(Graph):
                 raise CaptureError(f"launch of {rec.kernel_id}: a debug=True kernel cannot be "
                                    "recorded into a CUDA graph (its exceptions are read back "
                                    "after each launch)")
+            # (the mechanism refuses these before, ``not_capturable``: the check stays here so
+            # that no graph is ever built with an error word baked into its parameters)
+            if getattr(rec.artifact, "checks", None) is not None:
+                raise CaptureError(f"launch of {rec.kernel_id}: a kernel that can raise cannot be "
+                                   "recorded into a CUDA graph (each launch needs its own error "
+                                   "word)")
         driver = self._driver
         mechanism.activate()
         capture_stream = mechanism.capture_stream()

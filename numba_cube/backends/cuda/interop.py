@@ -188,7 +188,7 @@ class CudaInterop:
         # raises it. A write still running is exported with its stream (the protocol is
         # stream-ordered, without a host wait); a failure that settles on the device later is
         # the next read's to report.
-        failure = self._server.failure_of(b)
+        failure = self._server.failure_of(b, waited=False)
         if failure is not None:
             raise failure.to_exception()
         self._context.activate()

@@ -8,6 +8,9 @@ failure as well as a compiled kernel (CONTRACT.md 1.2 step 2), with the kernel's
 parameters it reads and writes: ``resolve_access``, every parameter both where the analysis
 fails).
 
+The key also carries ``compiler.kernel_errors_mode()`` (``NUMBA_CUBE_CUDA_KERNEL_ERRORS``, read at
+each lookup): a kernel that can raise compiles to other code with checking on than off.
+
 A miss asks the on-disk cache (``diskcache.py``) before compiling, when the compiler can hand
 back what it compiled (``compiler.image_of``): a hit loads the kernel and its IO answer without
 numba-cuda or the IO analysis; a compile is kept there for the next process. The server's
@@ -26,7 +29,7 @@ from ...kernel.kernel import resolve_access
 from ...runtime.composite import COMPOSITE_TYPES, analysis_entry
 from ...runtime.handle import Binding
 from . import diskcache
-from .compiler import arg_kinds, jit_options
+from .compiler import arg_kinds, jit_options, kernel_errors_mode
 from .driver_errors import CudaError
 
 __all__ = ["KernelEntry", "KernelEntries"]
@@ -63,7 +66,9 @@ class KernelEntries:
         kid = kid or kernel.id
         sig = tuple((a.dtype, len(a.shape), a.layout) if type(a) is Binding
                     else a.type_key if type(a) in COMPOSITE_TYPES else type(a) for a in args)
-        key = (kid, sig, options)
+        # Whether exceptions are recorded changes the code (compiler.kernel_errors_mode).
+        errors = kernel_errors_mode()
+        key = (kid, sig, options, errors)
         entry = self.compile_cache.get(key)
         if entry is not None:
             self._counters["cache_hits"] += 1
@@ -77,7 +82,8 @@ class KernelEntries:
             user_dispatcher = (kernel.dispatcher if py_func in (None, kernel.py_func)
                                and kernel.dispatcher is not None and jit == jit_options(kernel, {})
                                else None)
-            disk_key = self._disk_key(kernel, py_func, kid, sig, options, args, jit,
+            disk_key = self._disk_key(kernel, py_func, kid, sig,
+                                      options + (("kernel_errors", errors),), args, jit,
                                       user_dispatcher)
             found = self._disk.load(disk_key, arg_kinds(args)) if disk_key is not None else None
             if found is not None:
@@ -87,7 +93,8 @@ class KernelEntries:
             else:
                 access = self._access(kernel, args, access)
                 compiled = self.compiler.compile((kid, options), py_func or kernel.py_func,
-                                                 kernel.name, args, jit, user_dispatcher)
+                                                 kernel.name, args, jit, user_dispatcher,
+                                                 kernel_errors=errors)
                 if disk_key is not None:
                     self._keep(disk_key, kernel.name, compiled, access)
             entry = KernelEntry(compiled, None, access)

@@ -1,4 +1,11 @@
-"""The exceptions of a ``debug=True`` kernel on a GPU, reported as numba-cuda reports them.
+"""A kernel's exceptions on a GPU: the ``debug=True`` path as numba-cuda reports them, and the
+decoding of the error words of every other kernel (``KernelErrors``).
+
+Without debug (``exception_codegen.py``, ``error_slots.py``) a launch's error word holds the
+exception id a unit raised; ``KernelErrors.exception`` makes the exception from it, with the
+message as written, as a CPU launch raises it (no location prefix: that is debug's).
+
+With debug:
 
 numba-cuda compiles a kernel with ``debug=True`` (or ``NUMBA_CUDA_DEBUGINFO=1``) so that a Python
 exception raised in it (``raise ValueError(...)``, a ``ZeroDivisionError``, a failed bounds
@@ -22,7 +29,21 @@ from __future__ import annotations
 import ctypes
 import os
 
-__all__ = ["KernelExceptions", "for_kernel"]
+from .exception_codegen import EXCEPTIONS, decode
+
+__all__ = ["KernelExceptions", "KernelErrors", "for_kernel"]
+
+
+class KernelErrors:
+    """How the error word of numba-cuda's compiled ``kernel`` becomes its exception."""
+
+    __slots__ = ("kernel",)
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+
+    def exception(self, code: int) -> BaseException:
+        return decode(code, self.kernel)
 
 
 def for_kernel(kernel, driver) -> "KernelExceptions | None":
@@ -72,7 +93,11 @@ class KernelExceptions:
             return
         tid = [self._read(self._symbol("tid" + axis)) for axis in "zyx"]
         ctaid = [self._read(self._symbol("ctaid" + axis)) for axis in "zyx"]
-        exc_class, exc_args, loc = self._kernel.call_helper.get_exception(code)
+        # Ids numba_cube handed out are unique (exception_codegen.py): a device function's
+        # exception is found too, where numba-cuda's own table would name another one.
+        found = EXCEPTIONS.get(code)
+        exc_class, exc_args, loc = found if found is not None else \
+            self._kernel.call_helper.get_exception(code)
         where = ""
         if loc is not None:
             sym, path, lineno = loc

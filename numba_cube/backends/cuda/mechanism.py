@@ -15,6 +15,8 @@ CUDA parts, each with its dependencies given to its constructor:
   buffers' pointers, shapes and strides packed once) with its read and write sets;
 - ``WarmPath`` (``fast_path.py``): a launch that repeats an earlier one skips all of the above but
   the dependency check and the driver call (the client calls it first);
+- ``ErrorSlots`` (``error_slots.py``): the error words of launches of kernels that can raise
+  (``exception_codegen.py``), checked when their buffers are read, never by a wait per launch;
 - ``DynamicCounts`` (``dynamic.py``): the device-count kernel where the kernel allows it, else a
   blocking 12-byte read-back;
 - ``CudaInterop`` (``interop.py``): ``__cuda_array_interface__`` export, adoption of foreign arrays;
@@ -48,6 +50,7 @@ from .dlpack_export import DLPackExporter
 from .driver import Driver
 from .driver_errors import CudaError
 from .dynamic import DynamicCounts
+from .error_slots import DEFAULT_SLOTS, ErrorSlots
 from .fast_path import WarmPath
 from .graphs import CudaGraph
 from .interop import CudaInterop
@@ -108,6 +111,9 @@ class CudaMechanism(DeviceMechanism):
                                                     ("auto", "readback")))
         self.interop = CudaInterop(server, self.context, raised)
         self.streams = CudaStreams(drv, server.mark_broken, server.ledger, server.channel.lock)
+        self.slots = ErrorSlots(drv, self.streams, server.ledger, self.activate,
+                                config.get_int("NUMBA_CUBE_CUDA_ERROR_SLOTS", DEFAULT_SLOTS,
+                                               minimum=4))
         self.warm = WarmPath(server, self.streams, self.activate)
         self.adopt_foreign = self.interop.adopt_foreign
         self.cuda_array_interface = self.interop.cuda_array_interface
@@ -128,6 +134,8 @@ class CudaMechanism(DeviceMechanism):
 
     def fold_counts(self, counters) -> None:
         self.warm.fold_counts(counters)
+        # turns of the error-word ring that had to wait for a launch (error_slots.py)
+        counters["cuda_error_slot_waits"] = self.slots.waits
 
     def cache_sizes(self) -> dict:
         return {"warm_launches": self.warm.armed_count()}
@@ -190,7 +198,7 @@ class CudaMechanism(DeviceMechanism):
 
     def bind_launch(self, req) -> CudaBoundLaunch:
         return bind_launch(req, self.entries, self.dynamic, self.driver,
-                           self.interop.borrowed_ids, self._pointer_of)
+                           self.interop.borrowed_ids, self._pointer_of, self.slots)
 
     def _pointer_of(self, b: Binding) -> int:
         return self._server.memory[b.memory_id][1].ptr + b.offset
@@ -221,8 +229,12 @@ class CudaMechanism(DeviceMechanism):
         if req.count_binding is None:
             return Recorded(kid, bound.packed, req.count.as_tuple(), dim, (handle, req.args), None,
                             reads, writes, report, req.shared_bytes)
+        ledger = self._server.ledger
+        # (an output pending on an unchecked launch counts as failed here: a zero count would
+        # leave it clean, where the read-back leaves it as it was)
         if bound.device_count is not None and (
-                capturing or self._server.ledger.first_failure(writes) is None):
+                capturing or (ledger.first_failure(writes) is None
+                              and not ledger.pending_of(writes))):
             return Recorded(kid, bound.device_count, (self.dynamic.wrapper_grid(bound, dim), 1, 1),
                             dim, (handle, (None,) + tuple(req.args)), None, reads, writes, report,
                             req.shared_bytes)
@@ -235,6 +247,10 @@ class CudaMechanism(DeviceMechanism):
         return req.count_binding is not None and rec.artifact is not bound.device_count
 
     def not_capturable(self, req, bound: CudaBoundLaunch, rec: Recorded) -> str | None:
+        if getattr(rec.artifact, "checks", None) is not None:
+            return (f"launch of {req.kernel.id}: a kernel that can raise cannot be recorded into a "
+                    f"CUDA graph (each launch needs its own error word, which a replayed graph "
+                    f"cannot be given)")
         if self._reads_back(req, bound, rec):
             return (f"launch of {req.kernel.id} with a dynamic count read back on the host "
                     f"(a CUDA graph cannot carry the read-back; "

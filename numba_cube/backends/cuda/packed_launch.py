@@ -11,7 +11,9 @@ launch to launch. So:
 
       meminfo (0), parent (0), nitems, itemsize, data pointer, shape[0..ndim), strides[0..ndim)
 
-  and a scalar as one parameter of its C type (a complex as two: real, imaginary).
+  and a scalar as one parameter of its C type (a complex as two: real, imaginary). A kernel
+  that can raise has one more, last: the address of the launch's error word (``error_word``:
+  ``exception_codegen.py``).
 - ``ParamBlock`` (per packed launch) is that byte block plus the ``void*[]`` of the addresses of its
   parameters, which is what ``cuLaunchKernel`` takes as ``kernelParams`` (passed as an int: the
   bindings' fast path, no conversion per launch).
@@ -28,6 +30,11 @@ that way onto the capture stream.
 A launch the driver refuses (too many threads per block, too much shared memory, a grid above the
 limits) raises ``CudaError`` from the call, with the geometry and the kernel's limits in the
 message: inside the execute scope, that is a failure recorded on the launch's write set.
+
+A kernel that can raise (``CompiledKernel.raises``) takes a fresh error word per launch
+(``error_slots.py``), packed into the block before the call, and the call returns its
+``SlotRun``: the execute scope leaves the write set pending on it (``runtime/pending.py``). A
+kernel with the parameter that cannot raise gets the ring's never-read word once, when packed.
 """
 
 from __future__ import annotations
@@ -38,10 +45,13 @@ import struct
 import numpy as np
 
 from ...runtime.composite import COMPOSITE_TYPES
+from .error_slots import SlotRun
 
 __all__ = ["ArgLayout", "ParamBlock", "PackedLaunch", "CompiledKernel", "scalar_format", "flat_leaves"]
 
 _INT_FORMATS = {1: "b", 2: "h", 4: "i", 8: "q"}
+#: an error word's address in the parameter block
+_WORD = struct.Struct("<Q")
 
 
 def flat_leaves(args: tuple) -> tuple:
@@ -77,10 +87,13 @@ def scalar_format(dtype: np.dtype) -> str:
 class ArgLayout:
     """Where each argument's flattened parameters live in the parameter block."""
 
-    def __init__(self, kinds: tuple):
+    def __init__(self, kinds: tuple, error_word: bool = False):
         """``kinds``: per flattened argument (``flat_leaves``), ``("array", ndim, itemsize)``,
-        ``("record",)`` or ``("scalar", dtype)``."""
+        ``("record",)`` or ``("scalar", dtype)``; ``error_word``: the kernel takes the address
+        of an error word after them."""
         self.kinds = kinds
+        self.error_word = error_word
+        self.word_offset = -1                # where that address goes in the block
         self.param_offsets: list[int] = []   # offset of each kernel parameter in the block
         self.arg_offsets: list[int] = []     # offset of each argument's first parameter
         self.arg_structs: list = []          # struct.Struct packing each argument's parameters
@@ -109,6 +122,11 @@ class ArgLayout:
                 self.arg_offsets.append(first)
                 # The parts of a complex are adjacent and each naturally aligned: one struct.
                 self.arg_structs.append(struct.Struct("<" + fmt))
+        if error_word:
+            offset = -(-offset // 8) * 8
+            self.word_offset = offset
+            self.param_offsets.append(offset)
+            offset += 8
         self.size = max(offset, 8)
 
     @property
@@ -161,7 +179,7 @@ class CompiledKernel:
     """One kernel compiled and loaded for one argument signature on one device."""
 
     __slots__ = ("name", "function", "layout", "max_threads", "shared_bytes", "occupancy", "source",
-                 "cooperative", "dynamic_opt_in", "exceptions")
+                 "cooperative", "dynamic_opt_in", "exceptions", "raises")
 
     def __init__(self, name, function, layout: ArgLayout, max_threads: int, shared_bytes: int = 0,
                  occupancy=None, source=None, cooperative: bool | None = None):
@@ -184,6 +202,9 @@ class CompiledKernel:
         self.dynamic_opt_in = 0
         #: a debug kernel's exception flag (``kernel_exceptions.KernelExceptions``), else None
         self.exceptions = None
+        #: how a launch's error word becomes the exception (``kernel_exceptions.KernelErrors``)
+        #: for a kernel that can raise (its layout has ``error_word``), else None
+        self.raises = None
 
 
 def cooperative_launcher(api):
@@ -201,12 +222,13 @@ class PackedLaunch:
     """A kernel with its buffers bound and packed: per launch, scalars and one driver call."""
 
     __slots__ = ("kernel", "block", "scalars", "pack", "_flatten", "cu_launch", "success", "_driver",
-                 "_address", "_buf", "_scalar_packs", "__weakref__")
+                 "_address", "_buf", "_scalar_packs", "checks", "word_offset", "__weakref__")
 
-    def __init__(self, kernel: CompiledKernel, driver, args: tuple, pointer_of):
+    def __init__(self, kernel: CompiledKernel, driver, args: tuple, pointer_of, checks=None):
         """``args``: per argument a ``Binding`` (packed now, through ``pointer_of(binding)``), a
         scalar (packed per launch) or a composite (``runtime/composite.py``: its buffers and
-        records packed now, its numbers per launch, flattened in numba's order)."""
+        records packed now, its numbers per launch, flattened in numba's order). ``checks``: the
+        device's ``error_slots.ErrorSlots``, where a kernel that can raise gets its words."""
         self.kernel = kernel
         # Only a launch with a tuple, record, enum or date argument pays for flattening.
         self._flatten = any(type(a) in COMPOSITE_TYPES for a in args)
@@ -234,6 +256,15 @@ class PackedLaunch:
         self._scalar_packs = tuple(packs)
         self.scalars = tuple(p[0] for p in packs)
         self.pack = self._packer()
+        #: the ring a launch takes its error word from (None: the kernel cannot raise), and
+        #: where the word's address goes in the block (the warm path packs it too)
+        self.checks = checks if kernel.raises is not None else None
+        self.word_offset = kernel.layout.word_offset
+        if kernel.layout.error_word and self.checks is None:
+            # The parameter of a kernel that cannot raise: a word nobody reads (0 without a ring:
+            # a store there would be a loud device fault, never a silent one).
+            sink = checks.sink_pointer() if checks is not None else 0
+            _WORD.pack_into(self.block.buf, self.word_offset, sink)
 
     def _packer(self):
         """The per-launch packing of the scalar arguments (``pack(args)``), or None without any.
@@ -293,12 +324,19 @@ class PackedLaunch:
         exceptions = self.kernel.exceptions
         if exceptions is not None:
             exceptions.arm(stream)
+        checks = self.checks
+        run = None
+        if checks is not None:
+            # A fresh error word for this launch (error_slots.py), at the executor's position.
+            run = SlotRun(checks, self.kernel.raises, False)
+            _WORD.pack_into(self._buf, self.word_offset, checks.take_dispatching(run))
         err = self.cu_launch(self.kernel.function, count[0], count[1], count[2], dim[0], dim[1], dim[2],
                            shared_bytes, stream, self._address, 0)[0]
         if err != self.success:
             raise self.refused(err, count, dim, shared_bytes)
         if exceptions is not None:
             exceptions.check(stream)      # a debug kernel: raises the exception one of its units raised
+        return run
 
     def launcher(self, count, dim, shared_bytes: int, stream, install=None):
         """The driver call of a launch of this kernel on ``stream`` (a CUstream) with this

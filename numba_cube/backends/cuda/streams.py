@@ -120,6 +120,10 @@ class CudaStreams:
     def stream_ids(self) -> list:
         return list(self._streams)
 
+    def live(self) -> list:
+        """The CUDA streams serving a stream id now (``error_slots.py`` fences them)."""
+        return list(self._streams.values())
+
     # -- the executor interface used by DeviceServer ------------------------------------------------
     def enqueue(self, task: CudaTask, deps: list) -> None:
         """Run ``task`` now on its stream's CUDA stream, after device-side waits on ``deps``.
@@ -140,16 +144,23 @@ class CudaStreams:
         cs.tail = task
         cs.renewable = None           # the warm tail is no longer the tail (WarmTask.renew)
         timing = task.timing
+        ledger = self.ledger
         try:
             if timing is not None:
                 self._record_checked(timing[0], handle)
+            # The position of what is dispatched now, for a pending state the execute scope
+            # leaves (runtime/pending.py) and a launch's error word (error_slots.py).
+            if ledger is not None:
+                ledger.dispatching = task
             run = task.run
             if run is None:
-                if run_recorded(self.ledger, task.rec) is None:
+                if run_recorded(ledger, task.rec) is None:
                     task.ran = False
             else:
                 run()
         finally:
+            if ledger is not None:
+                ledger.dispatching = None
             task.deps = []            # only needed until the waits are enqueued
             if timing is not None:
                 self._record_checked(timing[1], handle)

@@ -21,18 +21,29 @@ copies are ``memmove``.
 
 A kernel that raises inside the simulator (an out-of-bounds index) is a *sticky* device fault,
 as an illegal address is on a GPU: the context is broken and every later call returns
-``CUDA_ERROR_ILLEGAL_ADDRESS``.
+``CUDA_ERROR_ILLEGAL_ADDRESS``. Except an exception the kernel's own code raises (``raise``,
+``assert``, in it or a device function it calls: ``raised_classes``), which is what numba_cube's
+compiled code stores in the launch's error word (``backends/cuda/exception_codegen.py``): such a
+kernel "compiles" with the error-word parameter, and the fake writes an exception id into the
+word the launch passed (``FAKE_EXCEPTIONS`` decodes it), as the GPU would, and leaves the context
+working. The simulator stops the kernel at the first unit that raises, so its outputs are partly
+written: garbage, as on a GPU.
 """
 
 from __future__ import annotations
 
+import builtins
 import collections
 import ctypes
+import dis
+import gc
 import itertools
 import pickle
+import re
 import struct
 import sys
 import threading
+import types
 
 import numpy as np
 from cuda.bindings import driver as _real
@@ -49,6 +60,60 @@ LEGACY = 1
 PER_THREAD = 2
 #: what a fake "cubin" starts with (``FakeCompiler.image_of``, ``FakeApi.cuModuleLoadData``)
 FAKE_IMAGE_MAGIC = b"FAKECUBIN1\n"
+
+
+#: exception id -> (class, args): what the fake's error words hold (ids as numba_cube's)
+FAKE_EXCEPTIONS: dict[int, tuple] = {}
+_FAKE_IDS = itertools.count(1 << 20)
+#: the simulator's prefix of a unit's exception message
+_UNIT_PREFIX = re.compile(r"^tid=\[[^\]]*\] ctaid=\[[^\]]*\](: )?")
+
+
+def raised_classes(fn, seen=None) -> set:
+    """Names of the exception classes ``fn``'s code (and the device functions it reaches
+    through its globals) may raise: a global exception class it names, ``AssertionError`` for an
+    ``assert``. Empty: it cannot raise (the fake's stand-in for numba-cuda's static answer)."""
+    seen = set() if seen is None else seen
+    if id(fn) in seen:
+        return set()
+    seen.add(id(fn))
+    found = set()
+    stack = [fn.__code__]
+    while stack:
+        code = stack.pop()
+        stack.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+        if any(i.opname == "LOAD_ASSERTION_ERROR" for i in dis.get_instructions(code)):
+            found.add("AssertionError")
+        for name in code.co_names:
+            value = fn.__globals__.get(name, getattr(builtins, name, None))
+            if isinstance(value, type) and issubclass(value, BaseException):
+                found.add(value.__name__)
+            py = getattr(value, "py_func", value)
+            if isinstance(py, types.FunctionType):
+                found |= raised_classes(py, seen)
+    return found
+
+
+class FakeErrors:
+    """``KernelErrors`` of the fake: an error word's id back to the exception."""
+
+    def exception(self, code: int) -> BaseException:
+        cls, args = FAKE_EXCEPTIONS[code]
+        return cls(*args)
+
+
+def _exception_id(exc: BaseException) -> int:
+    """The id of the exception a unit raised, its message without the simulator's prefix."""
+    args = exc.args
+    if args and isinstance(args[0], str):
+        message = _UNIT_PREFIX.sub("", args[0])
+        args = ((message,) + tuple(args[1:])) if message else tuple(args[1:])
+    for code, (cls, known) in FAKE_EXCEPTIONS.items():
+        if cls is type(exc) and known == args:
+            return code
+    code = next(_FAKE_IDS)
+    FAKE_EXCEPTIONS[code] = (type(exc), args)
+    return code
 
 
 class _Event:
@@ -101,17 +166,19 @@ def _unflatten(like, flat: list):
 
 
 class _Function:
-    def __init__(self, py_func, args):
+    def __init__(self, py_func, args, error_word: bool = False):
         from numba.cuda.simulator.kernel import FakeCUDAKernel
 
         self.fake = FakeCUDAKernel(isolated(py_func, {}), device=False, fastmath=False)
         self.kinds = arg_kinds(args)
+        # The exception classes its code raises: with any, it has the error-word parameter.
+        self.raises = raised_classes(py_func) if error_word else set()
         # Per flattened parameter (tuples are their items, a record a pointer: packed_launch.py);
         # ``template`` is what puts the decoded parameters back into tuples, records, enums.
         self.template = args
         self.dtypes = [a.binding.dtype if type(a) is RecordRef else getattr(a, "dtype", None)
                        for a in flat_leaves(args)]
-        self.layout = ArgLayout(self.kinds)
+        self.layout = ArgLayout(self.kinds, bool(self.raises))
         self.name = getattr(py_func, "__name__", "kernel")
         self.py_func = py_func
         # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: 48 KiB less the static part until raised
@@ -157,6 +224,8 @@ class FakeApi:
         self.launches = 0
         self.cooperative_launches = 0
         self.shared_bytes_launched: list[int] = []   # cuLaunchKernel's sharedMemBytes, in order
+        self.word_launches: list[int] = []      # the error word of each launch that had one
+        self.words_written = 0                  # error words a raising kernel wrote
         self.device_of_ctx = {1000 + d: d for d in range(devices)}
 
     # -- helpers -----------------------------------------------------------------------------------
@@ -217,8 +286,8 @@ class FakeApi:
         elif kind == "copy":
             ctypes.memmove(op[1], op[2], op[3])
         elif kind == "kernel":
-            _, func, grid, block, values, shared = op
-            self._run_kernel(func, grid, block, values, shared)
+            _, func, grid, block, values, shared, word = op
+            self._run_kernel(func, grid, block, values, shared, word)
 
     def _drain(self, done) -> int:
         while not done():
@@ -228,7 +297,8 @@ class FakeApi:
                 raise RuntimeError("fake driver: deadlock (a wait that nothing will satisfy)")
         return self.broken if self.broken is not None else OK
 
-    def _run_kernel(self, func: _Function, grid, block, values, shared: int = 0) -> None:
+    def _run_kernel(self, func: _Function, grid, block, values, shared: int = 0,
+                    word: int = 0) -> None:
         from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 
         args = []
@@ -251,14 +321,27 @@ class FakeApi:
             else:
                 args.append(v)
         args = _renest(func.template, iter(args))
+        # No garbage collection while the simulator's unit threads start: a handle's finalizer
+        # run there (the collector picks any thread) would call this driver, whose lock the
+        # thread waiting for them holds: a deadlock no real driver can have.
+        collecting = gc.isenabled()
+        gc.disable()
         try:
             with SIMULATOR_LOCK:
                 func.fake[grid, block, 0, shared](*args)
         except Exception as exc:  # noqa: BLE001 - a kernel fault breaks the context (sticky)
+            if word and type(exc).__name__ in func.raises:
+                # The kernel's own raise: its id in the launch's error word (module docstring).
+                ctypes.c_int32.from_address(word).value = _exception_id(exc)
+                self.words_written += 1
+                return
             self.broken = R.CUDA_ERROR_ILLEGAL_ADDRESS
             self.fault_reason = exc
             for st in self.streams.values():
                 st.ops.clear()
+        finally:
+            if collecting:
+                gc.enable()
 
     def _decode(self, func: _Function, params: int) -> list:
         """Copy the kernel's parameters out of ``kernelParams`` (the driver does it at launch)."""
@@ -293,7 +376,8 @@ class FakeApi:
                     k += 1
                 value = complex(parts[0], parts[1]) if len(parts) == 2 else parts[0]
                 values.append(("scalar", kind[1].type(value)))
-        return values
+        word = ctypes.c_uint64.from_address(ptrs[k]).value if func.layout.error_word else 0
+        return values, word
 
     # -- the API -------------------------------------------------------------------------------------
     def cuGetErrorString(self, code):
@@ -370,6 +454,10 @@ class FakeApi:
 
     def cuMemFreeHost(self, ptr):
         return self.cuMemFree(ptr)
+
+    def cuMemHostGetDevicePointer(self, ptr, flags):
+        self.calls["cuMemHostGetDevicePointer"] += 1
+        return (OK, int(ptr))           # unified addressing: the same address
 
     def cuMemcpyHtoD(self, dst, src, n):
         if self.broken is not None:
@@ -473,8 +561,11 @@ class FakeApi:
             func = self.functions[int(f)]
             if shmem > func.max_dynamic_shared:     # as a driver: above 48 KiB only once opted in
                 return (R.CUDA_ERROR_INVALID_VALUE,)
-            self._enqueue(stream, ("kernel", func, (gx, gy, gz), (bx, by, bz),
-                                   self._decode(func, int(params)), shmem))
+            values, word = self._decode(func, int(params))
+            if func.layout.error_word:
+                self.word_launches.append(word)
+            self._enqueue(stream, ("kernel", func, (gx, gy, gz), (bx, by, bz), values, shmem,
+                                   word))
             self.launches += 1
             self.shared_bytes_launched.append(shmem)
             return (OK,)
@@ -576,19 +667,23 @@ class FakeCompiler:
     def image_of(self, compiled):
         from numba_cube.backends.cuda.diskcache import CodeImage
 
+        if compiled.raises is not None:
+            return "it can raise (as numba_cube's compiler: not kept)"
         func = compiled.source
         py_func = func.py_func
         data = FAKE_IMAGE_MAGIC + pickle.dumps((py_func.__module__, py_func.__qualname__,
                                                 func.template))
         return CodeImage("cubin", data, func.name, f"// fake PTX of {func.name}")
 
-    def compile(self, key, py_func, name, args, options, user_dispatcher=None):
+    def compile(self, key, py_func, name, args, options, user_dispatcher=None,
+                kernel_errors="check"):
         from numba_cube.errors import CompileError
 
         self.compiled += 1
         if getattr(py_func, "refuse_compile", False):
             raise CompileError(f"kernel {name} refused by the fake compiler")
-        func = _Function(py_func, args)
+        func = _Function(py_func, args, error_word=kernel_errors == "check"
+                         and not options.get("debug"))
         fid = next(self.api._ids)
         self.api.functions[fid] = func
         api = self.api
@@ -602,8 +697,11 @@ class FakeCompiler:
         # fake (``static_shared_bytes``), as ``refuse_compile`` declares a compile failure.
         static = getattr(py_func, "static_shared_bytes", 0)
         func.max_dynamic_shared = FakeApi.DEFAULT_SHARED_PER_BLOCK - static
-        return CompiledKernel(name, _real.CUfunction(fid), ArgLayout(arg_kinds(args)), 1024, static,
-                              occupancy, func, cooperative=uses_grid_sync(py_func))
+        compiled = CompiledKernel(name, _real.CUfunction(fid), func.layout, 1024, static,
+                                  occupancy, func, cooperative=uses_grid_sync(py_func))
+        if func.raises:
+            compiled.raises = FakeErrors()
+        return compiled
 
 
 class ForeignArray:

@@ -1,0 +1,260 @@
+"""Error words: where each GPU launch of a kernel that may raise stores its exception.
+
+A kernel compiled by numba_cube without ``debug=True`` stores the status of a unit that raises
+into the word its trailing parameter names (``exception_codegen.py``). ``ErrorSlots`` hands each
+launch its own word, so two launches in flight, of one kernel or on two streams, are told apart,
+and nothing is copied, cleared or waited for per launch:
+
+- the words are a ring of ``size`` int32 in pinned host memory the GPU writes directly (zero
+  copy: a store from the kernel, only when a unit raises), read by the host once the launch is
+  known complete;
+- ``take`` gives the next word to a launch and counts it in its ``SlotRun``: a few stores;
+- the ring is reused half by half. When a launch first takes a word of a half, the launches that
+  used that half a round ago must be complete: an event recorded on each stream with work not
+  known complete, when the ring left it, says so (``cuEventQuery``: done long ago, almost always; else waited
+  for, counted in ``waits``). The half's nonzero words are then handed to their runs
+  (``SlotRun.consumed``) and cleared: a word is zero whenever a launch gets it.
+
+A ``SlotRun`` is the own outcome (``pending.Run``) of the launches one ``Pending`` state stands
+for: one launch, or, on the warm path, each repeat of an identical launch (``fast_path.py``).
+For a kernel that reads what it writes (``self_reading``) the first launch that raised is the
+root and every later one inherited it; otherwise a later launch rewrote the buffers and only the
+last one counts. ``errors`` turns a word into the exception (``kernel_exceptions.KernelErrors``).
+
+``sink`` is a word for kernels that have the parameter but cannot raise (their code may return a
+device function's status, which the static analysis found always success): never read.
+"""
+
+from __future__ import annotations
+
+import collections
+import ctypes
+
+import numpy as np
+
+from ...runtime.pending import UNRESOLVED, Run
+__all__ = ["ErrorSlots", "SlotRun", "WordRun", "DEFAULT_SLOTS"]
+
+#: words in the ring (a power of two); ``NUMBA_CUBE_CUDA_ERROR_SLOTS`` changes it (tests)
+DEFAULT_SLOTS = 8192
+
+
+class SlotRun(Run):
+    """The error words of the launches one pending state stands for (see the module docstring)."""
+
+    __slots__ = ("ring", "errors", "self_reading", "last", "codes", "excs", "seqs", "first",
+                 "dropped", "launches")
+
+    def __init__(self, ring: "ErrorSlots", errors, self_reading: bool):
+        self.ring = ring
+        self.errors = errors            # code -> exception
+        self.self_reading = self_reading
+        self.last = -1                  # ring sequence number of its last launch's word
+        self.codes = None               # {g: value} of its words the ring consumed nonzero
+        self.excs = None                # {g: exception} of its words decoded (pure runs)
+        self.seqs = collections.deque() if self_reading else None   # words not consumed yet
+        self.first = None               # (launch index, code) of the first launch that raised
+        self.dropped = 0                # launches whose words were consumed clean (self-reading)
+        self.launches = 0               # counted for a self-reading run only (see ``take``)
+
+    def consumed(self, g: int, code: int) -> None:
+        """The ring reuses word ``g``, which holds ``code`` (nonzero; its launch is complete)."""
+        if self.seqs is None:
+            # Kept for its last launch, and for any frozen copy made of an earlier one (a
+            # launch that read this run's buffers then: ``WordRun``); only nonzero words.
+            if self.codes is None:
+                self.codes = {}
+            self.codes[g] = code
+            return
+        seqs = self.seqs
+        # The ring hands nonzero words over in order, so earlier words still listed were zero.
+        while seqs and seqs[0] < g:
+            seqs.popleft()
+            self.dropped += 1
+        if self.first is None and seqs and seqs[0] == g:
+            self.first = (self.dropped, code)
+            seqs.clear()
+
+    def _trim(self) -> None:
+        """Drop the leading words the ring consumed clean."""
+        seqs, ring = self.seqs, self.ring
+        while seqs and ring.consumed(seqs[0]):
+            seqs.popleft()
+            self.dropped += 1
+
+    def inheriting(self) -> int:
+        return self.launches if self.seqs is not None else 1
+
+    def frozen(self):
+        return WordRun(self, self.last) if self.seqs is None else None
+
+    def word_outcome(self, g: int, complete: bool):
+        """The outcome of the launch with word ``g`` alone."""
+        ring = self.ring
+        if ring.consumed(g):
+            codes = self.codes
+            code = codes.get(g, 0) if codes is not None else 0   # not handed over: it was zero
+        elif not complete:
+            return UNRESOLVED
+        else:
+            code = ring.word(g)
+        if not code:
+            return None
+        # One exception object per raised word: the run and its frozen copies answer with the
+        # same root (a reader downstream and one of the buffer itself see the same exception).
+        excs = self.excs
+        if excs is None:
+            excs = self.excs = {}
+        exc = excs.get(g)
+        if exc is None:
+            exc = excs[g] = self.errors.exception(code)
+        return exc, 0
+
+    def outcome(self, complete: bool):
+        ring = self.ring
+        if self.seqs is None:
+            return self.word_outcome(self.last, complete)
+        if self.first is not None:
+            index, code = self.first
+            return self.errors.exception(code), self.launches - 1 - index
+        self._trim()
+        if not self.seqs:
+            return None                 # every word consumed clean
+        if not complete:
+            return UNRESOLVED
+        for j, g in enumerate(self.seqs):
+            code = ring.word(g)
+            if code:
+                return self.errors.exception(code), self.launches - 1 - (self.dropped + j)
+        return None
+
+
+class WordRun(Run):
+    """One launch of a ``SlotRun`` (its word ``g``), frozen: what a launch that read the run's
+    buffers then inherits, while the run goes on standing for later launches."""
+
+    __slots__ = ("run", "g")
+
+    def __init__(self, run: SlotRun, g: int):
+        self.run = run
+        self.g = g
+
+    def outcome(self, complete: bool):
+        return self.run.word_outcome(self.g, complete)
+
+
+class ErrorSlots:
+    """The error words of one device (see the module docstring). Used under the device lock."""
+
+    def __init__(self, driver, streams, ledger, activate, size: int = DEFAULT_SLOTS):
+        size = 1 << max(2, (int(size) - 1).bit_length())   # a power of two (halves, a mask)
+        self._driver = driver
+        self._streams = streams
+        self._ledger = ledger
+        self._activate = activate
+        self.size = size
+        self._mask = size - 1
+        self._half = size // 2
+        self._half_mask = self._half - 1
+        self._words = None              # int32 view of the ring (allocated on first use)
+        self.base = 0                   # device address of word 0
+        self.sink = 0
+        self.owner: list = [None] * size
+        self.seq_at: list = [-1] * size
+        self.next = 0
+        self._fences = ([], [])         # (stream, position, event) recorded when a half was left
+        self._last_cs = None
+        self.waits = 0                  # turns that had to wait for a launch (ring too small)
+
+    def _allocate(self) -> None:
+        self._activate()
+        drv = self._driver
+        nbytes = 4 * (self.size + 1)
+        ptr = drv.mem_alloc_host(nbytes)
+        ctypes.memset(ptr, 0, nbytes)
+        self._words = np.ctypeslib.as_array((ctypes.c_int32 * (self.size + 1)).from_address(ptr))
+        self.base = drv.host_device_pointer(ptr)
+        self.sink = self.base + 4 * self.size
+
+    def sink_pointer(self) -> int:
+        if self._words is None:
+            self._allocate()
+        return self.sink
+
+    def word(self, g: int) -> int:
+        """The word of ring sequence number ``g`` (its launch is complete), 0 if consumed."""
+        i = g & self._mask
+        return int(self._words[i]) if self.seq_at[i] == g else 0
+
+    def consumed(self, g: int) -> bool:
+        """Whether word ``g`` was consumed (its launch is complete; a nonzero value was handed
+        to its run)."""
+        return self.seq_at[g & self._mask] != g
+
+    def take(self, run: SlotRun, cs, seq: int) -> int:
+        """A word for the launch at position ``seq`` of stream ``cs`` that ``run`` stands for:
+        its device address (the kernel's trailing parameter)."""
+        g = self.next
+        i = g & self._mask
+        if not g & self._half_mask:
+            self._turn(i, cs, seq)      # the first word of a half: reuse it (module docstring)
+        self.owner[i] = run
+        self.seq_at[i] = g
+        self.next = g + 1
+        # One more launch of ``run``, with word ``g`` (here, not a method of the run: a call
+        # less per warm launch). Only a self-reading run counts them (``inheriting``; the
+        # last one decides a pure run's outcome).
+        run.last = g
+        seqs = run.seqs
+        if seqs is not None:
+            run.launches += 1
+            if run.first is None:
+                seqs.append(g)
+                if len(seqs) > self.size:
+                    run._trim()
+        return self.base + 4 * i
+
+    def take_dispatching(self, run: SlotRun) -> int:
+        """``take`` for the dispatch the executor is running now (``ledger.dispatching``)."""
+        task = self._ledger.dispatching
+        if task is None or task.cs is None:
+            raise RuntimeError("a launch of a kernel that may raise outside a stream task")
+        return self.take(run, task.cs, task.seq)
+
+    def _turn(self, i: int, cs, seq: int) -> None:
+        if self._words is None:
+            self._allocate()
+        entering = 1 if i else 0
+        leaving = 1 - entering
+        streams = self._streams
+        record = self._driver.api.cuEventRecord
+        # Every stream that has work not known complete gets an event: the launches that used
+        # the half being left are among them (cheaper than noting each launch's stream).
+        for s in streams.live():
+            position = seq - 1 if s is cs else s.seq    # (this launch is not issued yet)
+            if position <= s.done_seq or s.retired:
+                continue                # known complete (a recycled stream's work is)
+            event = streams.events.get()
+            if record(event, s.handle)[0] != self._driver.SUCCESS:
+                streams.events.put(event)
+                continue                # a broken device: nothing to wait for (it is reported)
+            self._fences[leaving].append((s, position, event))
+        for s, position, event in self._fences[entering]:
+            if position > s.done_seq:
+                if not streams.query(event):
+                    self.waits += 1
+                    streams.synchronize(event)
+                if s.done_seq < position:
+                    s.done_seq = position
+            streams.events.put(event)
+        self._fences[entering].clear()
+        lo, hi = entering * self._half, (entering + 1) * self._half
+        words = self._words[lo:hi]
+        for j in np.flatnonzero(words).tolist():
+            run = self.owner[lo + j]
+            if run is not None:
+                run.consumed(self.seq_at[lo + j], int(words[j]))
+        words[:] = 0
+        self.owner[lo:hi] = [None] * self._half
+        self.seq_at[lo:hi] = [-1] * self._half
+
