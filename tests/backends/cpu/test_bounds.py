@@ -17,6 +17,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import tracemalloc
 
 import numpy as np
@@ -514,3 +515,34 @@ def test_failing_launches_reach_a_steady_state_in_memory(checked):
     assert grown < 2000 * 256, f"{grown} bytes over 2000 failing launches"
     assert str(root) == ("kernel shifted_copy: a[10] out of bounds for axis 0 with size 10 "
                          "(cube (1, 0, 0), unit (2, 0, 0))")
+
+
+def test_checks_failing_on_threads_at_once_each_name_their_own_index(checked):
+    """A failed check's values are kept per thread (``bounds_runtime.record_failure``): two
+    threads, each on its own stream, launching kernels that go out of bounds in different units
+    at the same time, 100 times each, read back each launch's own unit, never the other
+    thread's."""
+    a = checked.create(np.arange(10.0))
+    seen = {1: set(), 4: set()}
+
+    def fail_with(shift):
+        out = checked.empty(16)
+        with cube.stream():
+            for _ in range(100):
+                checked.launch(shifted_copy, 2, 8, a, out, shift)
+                try:
+                    checked.read(out)
+                except cube.LaunchFailure as failure:
+                    seen[shift].add(str(failure.root))
+
+    threads = [threading.Thread(target=fail_with, args=(shift,)) for shift in seen]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    # unit i reads a[i + shift]: a[10] is read first by unit 10 - shift (units of 8 per cube)
+    assert seen == {
+        1: {"kernel shifted_copy: a[10] out of bounds for axis 0 with size 10 "
+            "(cube (1, 0, 0), unit (1, 0, 0))"},
+        4: {"kernel shifted_copy: a[10] out of bounds for axis 0 with size 10 "
+            "(cube (0, 0, 0), unit (6, 0, 0))"}}
