@@ -6,13 +6,14 @@ then the helpers of checks hoisted out of loops (``prechecked``, ``in_bounds``, 
 
 ``checked_index(array, index, site, cube, unit)`` returns ``index`` unchanged once every integer
 component of it lies inside its axis (``-size <= i < size``: Numba wraps a negative index around,
-as numba-cuda does). Otherwise it raises ``IndexError(MARK, site, axis, size, cube, unit,
-components)``: integers only, because a message built as a string inside the kernel costs every
-access, not only the failing one (``benchmarks/bench_cpu.py --boundscheck``: that made the
-checked axpy 35x and the tiled matmul about 350x their unchecked times). ``site`` numbers the
-subscript in the generated module's ``__bounds_sites`` table (the array's text); ``cube`` and
-``unit`` are the block and thread index, ``(x, y, z)``. The backend's launch (``server.py``)
-hands that to ``described``, which makes it::
+as numba-cuda does). Otherwise it records ``(site, axis, size, *cube, *unit, *components)`` for
+the failing thread (``record_failure``) and raises the constant ``IndexError(MARK)``: a message
+built as a string inside the kernel costs every access, not only the failing one
+(``benchmarks/bench_cpu.py --boundscheck``: that made the checked axpy 35x and the tiled matmul
+about 350x their unchecked times). ``site`` numbers the subscript in the generated module's
+``__bounds_sites`` table (the array's text); ``cube`` and ``unit`` are the block and thread
+index, ``(x, y, z)``. The backend's launch (``server.py``) hands the exception to ``described``,
+which takes the failing thread's record and makes it::
 
     kernel k: a[12] out of bounds for axis 0 with size 10 (cube (1, 0, 0), unit (2, 0, 0))
 
@@ -33,15 +34,32 @@ A literal index is checked by a statement of its own, ``__checked(out, 0, ...)``
 statement that uses it (``bounds.py``): the literal stays in the subscript, where Numba needs it
 to type ``t[0]`` of a tuple. (A function returning the checked array instead, ``f(t, 0)[0][i] =
 v``, lost the store: Numba's dead-code pass did not see that the array it returned was ``t``'s.)
+
+Why a record and a constant exception, not ``IndexError(MARK, site, ..., components)``: Numba
+never frees an exception whose arguments are run-time values (the wrapper that turns the native
+exception into a Python one keeps a reference to the pickled exception and to the tuple of boxed
+arguments: ``numba/core/callconv.py``, ``unpack_dynamic_exception``, and
+``numba_runtime_build_excinfo_struct`` in ``_helperlib.c``), so every failing launch leaked about
+0.8 KB. A constant exception is unpickled once and memoised. The record is stored by a cold,
+never-inlined function (``_recorder``: it takes the GIL and calls ``_keep_record``, which keeps
+the values in a ``threading.local``) on the failing branch only: a check that passes runs the
+same two comparisons as before. It is per thread because launches run on several threads at
+once; the thread that raises the exception is the one ``described`` runs on (a chunk failing in
+the parallel region is re-run serially on the launching thread: ``codegen._guarded_parallel``).
 """
 
 from __future__ import annotations
 
+import hashlib
+import threading
+
+from llvmlite import ir
 from numba import njit
 from numba.core import cgutils, types
 from numba.extending import intrinsic, overload
 
-__all__ = ["checked_index", "described", "MARK", "prechecked", "in_bounds", "range_ends", "small"]
+__all__ = ["checked_index", "described", "MARK", "prechecked", "in_bounds", "range_ends", "small",
+           "record_failure"]
 
 #: The first argument of the raw ``IndexError`` of a failed check.
 MARK = "numba_cube.bounds"
@@ -92,9 +110,11 @@ def _check_for(pattern: tuple):
             continue            # a slice is clipped to its axis: nothing to check
         lines += [f"    n = array.shape[{axis}]",
                   f"    if {c} >= n or {c} < -n:",
-                  f"        raise IndexError(MARK, site, {axis}, n, cube, unit, ({shown},))"]
+                  f"        record((site, {axis}, n, cube[0], cube[1], cube[2], unit[0], unit[1],"
+                  f" unit[2], {shown}))",
+                  "        raise IndexError(MARK)"]
     lines.append("    return index")
-    namespace = {"MARK": MARK}
+    namespace = {"MARK": MARK, "record": record_failure}
     exec("\n".join(lines), namespace)
     found = _CHECKS[pattern] = namespace["check"]
     return found
@@ -116,16 +136,77 @@ def _checked_index(array, index, site, cube, unit):
 
 
 def described(exc: BaseException, kernel_name: str, sites: tuple) -> BaseException:
-    """The ``IndexError`` with its message for the raw one of a failed check; any other
-    exception as it is."""
-    args = getattr(exc, "args", ())
-    if not (isinstance(exc, IndexError) and len(args) == 7 and args[0] == MARK):
+    """The ``IndexError`` with its message for the raw one of a failed check (and this thread's
+    record of it, which it takes); any other exception as it is."""
+    if not (isinstance(exc, IndexError) and getattr(exc, "args", ()) == (MARK,)):
         return exc
-    _, site, axis, size, cube, unit, components = args
+    values, _failure.values = getattr(_failure, "values", None), None
+    if values is None:      # cannot happen: the check records before it raises
+        return IndexError(f"kernel {kernel_name}: an index out of bounds (which one was not "
+                          f"recorded: please report this as a numba_cube bug)")
+    site, axis, size, cube, unit, components = (values[0], values[1], values[2], values[3:6],
+                                                values[6:9], values[9:])
     name = sites[site] if 0 <= site < len(sites) else "?"
     shown = ", ".join(":" if c == _SLICE else str(c) for c in components)
     return IndexError(f"kernel {kernel_name}: {name}[{shown}] out of bounds for axis {axis} with "
                       f"size {size} (cube {tuple(cube)}, unit {tuple(unit)})")
+
+
+# ---- the record of a failed check (module docstring: "Why a record") ------------------------
+
+_failure = threading.local()
+
+
+def _keep_record(values: tuple) -> None:
+    """Called by a failing check's native code, with the GIL, on the thread that will raise."""
+    _failure.values = values
+
+
+@intrinsic
+def record_failure(typingctx, values):
+    """Keep the tuple of integers ``values`` as this thread's record of a failed check."""
+    if not (isinstance(values, types.BaseTuple)
+            and all(isinstance(types.unliteral(t), types.Integer) for t in values.types)):
+        return None
+    plain = tuple(types.unliteral(t) for t in values.types)
+
+    def codegen(context, builder, sig, args):
+        items = cgutils.unpack_tuple(builder, args[0], len(plain))
+        cast = [context.cast(builder, v, t, p) for v, t, p in zip(items, values.types, plain)]
+        builder.call(_recorder(context, builder.module, plain), cast)
+        return context.get_dummy_value()
+    return types.none(values), codegen
+
+
+def _recorder(context, module, item_types: tuple):
+    """The module's function ``void(items...)`` that boxes the items, takes the GIL and calls
+    ``_keep_record`` with their tuple: one per module and item types, internal, cold and never
+    inlined, so that a check's failing branch holds one call."""
+    digest = hashlib.sha256(str(item_types).encode()).hexdigest()[:16]
+    name = f"numba_cube_bounds_record_{digest}"
+    found = module.globals.get(name)
+    if found is not None:
+        return found
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(),
+                                             [context.get_value_type(t) for t in item_types]),
+                     name)
+    fn.linkage = "internal"
+    fn.attributes.add("noinline")
+    fn.attributes.add("cold")
+    builder = ir.IRBuilder(fn.append_basic_block("entry"))
+    pyapi = context.get_python_api(builder)
+    gil = pyapi.gil_ensure()
+    keep = pyapi.unserialize(pyapi.serialize_object(_keep_record))
+    boxed = [pyapi.from_native_value(t, a) for t, a in zip(item_types, fn.args)]
+    packed = pyapi.tuple_pack(boxed)
+    result = pyapi.call_function_objargs(keep, [packed])
+    with builder.if_then(cgutils.is_null(builder, result), likely=False):
+        pyapi.err_clear()   # nothing can go wrong; if it did, ``described`` says it lost the record
+    for obj in (result, packed, keep, *boxed):
+        pyapi.decref(obj)   # Py_DecRef: NULL is let through
+    pyapi.gil_release(gil)
+    builder.ret_void()
+    return fn
 
 
 # ---- checks hoisted out of a loop (bounds.py, "Loops") ----------------------------------------

@@ -12,10 +12,13 @@ Each kernel goes out of bounds in exactly one unit, so the unit named is known i
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
 import textwrap
+import threading
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -472,3 +475,74 @@ def test_a_tuple_of_arrays_is_written_back_on_the_default_settings():
     with pytest.raises(IndexError, match=r"\[10\] out of bounds for axis 0 with size 10"):
         with cube.client("cpu"):
             sum_into_first[1, 32](short)
+
+
+def test_failing_launches_reach_a_steady_state_in_memory(checked):
+    """A loop of launches that each go out of bounds holds no more memory as it goes on: after a
+    warm-up of 300 failing launches, 2,000 more leave less than 256 bytes per launch allocated
+    (traced by ``tracemalloc``, which sees the objects native code allocates, after a
+    collection), and every read still raises the named IndexError.
+
+    The bound: when a failed check raised ``IndexError`` with its run-time values as arguments,
+    Numba kept the pickled exception and the tuple of boxed arguments of every one (770 traced
+    bytes per launch; 670 bytes of resident memory); a failed check now raises a constant
+    exception and its values go through ``bounds_runtime.record_failure``, and about 100 traced
+    bytes per launch remain, as much as a kernel raising a constant ``ValueError`` leaves (not
+    the bounds checks': left to issue 35). 256 bytes separates the two with a margin of 2.5x
+    either way. Traced bytes, not the process's resident memory: they do not move by whole
+    pages or with what other threads allocate. Nothing is timed."""
+    a, out = checked.create(np.arange(10.0)), checked.empty(11)
+
+    def fail(times):
+        for _ in range(times):
+            checked.launch(shifted_copy, 2, 8, a, out, 0)
+            try:
+                checked.read(out)
+            except cube.LaunchFailure as failure:
+                root = failure.root
+        checked.sync()
+        gc.collect()
+        return root
+
+    fail(300)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        root = fail(2000)
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert grown < 2000 * 256, f"{grown} bytes over 2000 failing launches"
+    assert str(root) == ("kernel shifted_copy: a[10] out of bounds for axis 0 with size 10 "
+                         "(cube (1, 0, 0), unit (2, 0, 0))")
+
+
+def test_checks_failing_on_threads_at_once_each_name_their_own_index(checked):
+    """A failed check's values are kept per thread (``bounds_runtime.record_failure``): two
+    threads, each on its own stream, launching kernels that go out of bounds in different units
+    at the same time, 100 times each, read back each launch's own unit, never the other
+    thread's."""
+    a = checked.create(np.arange(10.0))
+    seen = {1: set(), 4: set()}
+
+    def fail_with(shift):
+        out = checked.empty(16)
+        with cube.stream():
+            for _ in range(100):
+                checked.launch(shifted_copy, 2, 8, a, out, shift)
+                try:
+                    checked.read(out)
+                except cube.LaunchFailure as failure:
+                    seen[shift].add(str(failure.root))
+
+    threads = [threading.Thread(target=fail_with, args=(shift,)) for shift in seen]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    # unit i reads a[i + shift]: a[10] is read first by unit 10 - shift (units of 8 per cube)
+    assert seen == {
+        1: {"kernel shifted_copy: a[10] out of bounds for axis 0 with size 10 "
+            "(cube (1, 0, 0), unit (1, 0, 0))"},
+        4: {"kernel shifted_copy: a[10] out of bounds for axis 0 with size 10 "
+            "(cube (0, 0, 0), unit (6, 0, 0))"}}
