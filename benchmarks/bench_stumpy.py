@@ -3,6 +3,10 @@
 1. Against ``stumpy.stump`` (stumpy's own hand-written ``njit(parallel=True)`` CPU code) at
    n = 2,000 and 20,000, m = 50, in one process: both compiled first (a short series), then the
    median of a few calls each; the ratio is ours / stump's (goal <= 1.5).
+1b. Against the same algorithm written by hand (``stomp_rows_ref.py``: the kernel's body under
+   ``prange``, one parallel region per row, as a user would port it): ``stump`` is another
+   algorithm (diagonals, half the matrix), so this ratio is numba_cube's own cost and section
+   1's the algorithm's on top of it. The reference's profile is checked against gpu_stump's.
 2. Against numba-cuda's simulator (``NUMBA_ENABLE_CUDASIM=1``, a subprocess: the simulator
    replaces numba.cuda for the whole process) at n = 200 and 400, where the simulator finishes
    in seconds to minutes (one Python thread per GPU thread): the ratio is the simulator's /
@@ -12,8 +16,8 @@
    (``kernel[grid, block](*args)`` on device arrays) is set against the same kernel launched
    through ``client.launch`` directly, and a cProfile of one call lists the top functions.
 
-Run: ``python benchmarks/bench_stumpy.py [--quick]`` (``--quick``: n = 2,000 only, no
-simulator; the full run takes several minutes). The load average is printed at the start and
+Run: ``python benchmarks/bench_stumpy.py [--quick] [--no-simulator]`` (``--quick``: n = 2,000
+only, no simulator; the full run takes several minutes). The load average is printed at the start and
 the end. Absolute times on a shared machine mean little; the ratios are the result.
 """
 
@@ -56,6 +60,54 @@ def against_stump(n: int, repeats: int) -> None:
     theirs = median_time(lambda: stumpy.stump(T, M), repeats=repeats, warmup=1)
     print(f"n = {n:6d}, m = {M}: gpu_stump on numba_cube {fmt_time(ours)}, stumpy.stump "
           f"{fmt_time(theirs)}, ratio {ours / theirs:6.2f} (goal <= 1.5)", flush=True)
+
+
+def _record_launches(T):
+    """Run gpu_stump once, recording its launches: (host copies of the first launch's
+    arguments, the first and last row index, the final device arrays)."""
+    gpu_stump_module = sys.modules["stumpy.gpu_stump"]     # (stumpy.gpu_stump is the function)
+    kernel = gpu_stump_module._compute_and_update_PI_kernel
+    seen = {}
+
+    class Recording:            # gpu_stump looks its kernel up in its module at every launch
+        def __getitem__(self, config):
+            def launch(*args):
+                if "first" not in seen:
+                    seen["first"] = [a.copy_to_host() if hasattr(a, "copy_to_host") else a
+                                     for a in args]
+                seen.setdefault("rows", []).append(args[0])
+                seen["args"] = args
+                return kernel[config](*args)
+            return launch
+
+    gpu_stump_module._compute_and_update_PI_kernel = Recording()
+    try:
+        stumpy.gpu_stump(T, M)
+    finally:
+        gpu_stump_module._compute_and_update_PI_kernel = kernel
+    return seen["first"], seen["rows"][0], seen["rows"][-1], seen["args"]
+
+
+def against_same_algorithm(n: int, repeats: int) -> None:
+    from stomp_rows_ref import stomp_rows
+
+    T = np.random.default_rng(0).random(n)
+    first, first_row, last_row, final = _record_launches(T)
+    initial = [a.copy() if isinstance(a, np.ndarray) else a for a in first]
+
+    def reference():
+        a = [x.copy() if isinstance(x, np.ndarray) else x for x in initial]
+        stomp_rows(first_row + 1, last_row + 1, *a[1:22], a[23], a[24], a[25],
+                   stumpy.config.STUMPY_DENOM_THRESHOLD)
+        return a
+
+    got = reference()
+    np.testing.assert_allclose(got[16], final[16].copy_to_host(), rtol=1e-9, atol=1e-9,
+                               err_msg="hand-written STOMP rows against gpu_stump's profile")
+    ours = median_time(lambda: stumpy.gpu_stump(T, M), repeats=repeats, warmup=1)
+    theirs = median_time(reference, repeats=repeats, warmup=1)
+    print(f"n = {n:6d}, m = {M}: gpu_stump on numba_cube {fmt_time(ours)}, the same rows by "
+          f"hand (njit prange) {fmt_time(theirs)}, ratio {ours / theirs:6.2f}", flush=True)
 
 
 def against_simulator(n: int) -> None:
@@ -137,8 +189,12 @@ def main(argv: list[str]) -> None:
     against_stump(2_000, repeats=3)
     if not quick:
         against_stump(20_000, repeats=1)
-    print("\n== gpu_stump on numba_cube against numba-cuda's simulator ==")
+    print("\n== gpu_stump on numba_cube against its algorithm written by hand ==")
+    against_same_algorithm(2_000, repeats=3)
     if not quick:
+        against_same_algorithm(20_000, repeats=1)
+    print("\n== gpu_stump on numba_cube against numba-cuda's simulator ==")
+    if not quick and "--no-simulator" not in argv:
         for n in (200, 400):
             against_simulator(n)
     print("\n== where a gpu_stump call's time goes ==")

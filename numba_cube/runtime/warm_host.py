@@ -41,7 +41,9 @@ can see it.
 What the warm path leaves out: observers, profiles, dry runs and exclusive use never reach it
 (the client tries it only when none is active: ``watchers.py``); dynamic counts, composite
 arguments, dynamic shared memory, compile failures, launches that write nothing and the baseline
-dependency rule are never armed. Entries hold the ``Binding`` objects of the handles they
+dependency rule are never armed. A kernel declared with signatures is armed with the NumPy type
+each scalar converts to (``warm_match.declared_scalars``): a matching launch resolves to the same
+signature, and a value the plain conversion cannot take exactly takes the general path. Entries hold the ``Binding`` objects of the handles they
 matched, never the handles: a matched binding belongs to a live handle, so its buffer is alive;
 entries that bind a freed buffer are dropped (``forget``).
 """
@@ -54,7 +56,7 @@ from .. import config
 from .dispatch import Recorded, run_recorded
 from .host_streams import Task
 from .ledger import IncompleteLaunch, failed_writing
-from .warm_match import PLAIN_GEOMETRY, match_of, matcher
+from .warm_match import PLAIN_GEOMETRY, NotWarm, convert_declared, declared_scalars, match_of, matcher
 
 __all__ = ["HostWarmLaunch", "WarmLaunches", "DoneTask", "INLINE_SECONDS"]
 
@@ -74,7 +76,7 @@ class HostWarmLaunch:
 
     __slots__ = ("count", "dim", "match", "matcher", "stream", "options", "kernel_id", "recorded",
                  "scalars", "read_mems", "write_mems", "read_states", "write_states", "regions",
-                 "arrays", "artifact", "count3", "dim3", "writes", "done")
+                 "arrays", "artifact", "count3", "dim3", "writes", "done", "declared")
 
     def __init__(self, count, dim, match, stream, options, kernel_id, recorded: Recorded, scalars,
                  read_mems, write_mems, read_states, write_states):
@@ -102,6 +104,8 @@ class HostWarmLaunch:
         # can see it (the run ends before the device lock is released), and one done task is
         # as good as another, so each entry has one.
         self.done = DoneTask(stream, kernel_id)
+        # a kernel declared with signatures: ((position, NumPy type), ...) its scalars convert to
+        self.declared = None
 
 
 class WarmLaunches:
@@ -154,6 +158,17 @@ class WarmLaunches:
                     pass
         else:
             return None
+        arrays = warm.arrays
+        if warm.scalars:
+            arrays = list(arrays)
+            if warm.declared is None:
+                for i in warm.scalars:
+                    arrays[i] = args[i]
+            else:
+                try:
+                    convert_declared(warm.declared, args, arrays)
+                except NotWarm:
+                    return None
         channel = self._channel
         with channel.lock:
             channel.enter()
@@ -162,11 +177,6 @@ class WarmLaunches:
                 if self._captures or not self._streams.idle(stream) \
                         or self._ledger.first_failure(warm.regions) is not None:
                     return None
-                arrays = warm.arrays
-                if warm.scalars:
-                    arrays = list(arrays)
-                    for i in warm.scalars:
-                        arrays[i] = args[i]
                 self._stats["warm"] += 1
                 inline = self._short.get(warm.artifact, 0) > 0
                 if inline and self._hazards.register_solo(warm.done, warm.read_states,
@@ -222,11 +232,15 @@ class WarmLaunches:
         key = (kernel, req.stream)
         if type(count) not in PLAIN_GEOMETRY or type(dim) not in PLAIN_GEOMETRY:
             return
-        if req.kernel.signatures is not None:
-            return      # its scalars are converted per launch (kernel/signatures.py)
         match = match_of(raw_args)
         if match is None:
             return
+        declared = None
+        if req.kernel.signatures is not None:
+            # its scalars convert to the declared types (kernel/signatures.py), per launch
+            declared = declared_scalars(raw_args, recorded.arrays, plan.scalars)
+            if declared is None:
+                return
         hazards = self._hazards
         read_only = tuple(m for m in plan.read_mems if m not in plan.write_mems)
         if len(self._entries) >= 1024:          # bounded: a program generating kernels forever
@@ -234,6 +248,7 @@ class WarmLaunches:
         warm = HostWarmLaunch(count, dim, match, req.stream, req.options, req.kernel.id, recorded,
                           plan.scalars, plan.read_mems, plan.write_mems, hazards.states(read_only),
                           hazards.states(tuple(plan.write_mems)))
+        warm.declared = declared
         same = (warm.stream, warm.count, warm.dim, warm.options, warm.match)
         older = [e for e in self._entries.get(key, ())
                  if (e.stream, e.count, e.dim, e.options, e.match) != same]

@@ -13,7 +13,10 @@ import numpy as np
 
 from .handle import Handle
 
-__all__ = ["entry_matcher", "matcher", "match_of", "PLAIN_GEOMETRY", "PLAIN_SCALAR_TYPES"]
+__all__ = ["entry_matcher", "matcher", "match_of", "declared_scalars", "convert_declared",
+           "PLAIN_GEOMETRY", "PLAIN_SCALAR_TYPES"]
+
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 #: Scalar argument types an entry matches by type: those the client binds by value. Anything
 #: else (a Handle subclass, a foreign array adopted without a copy) is never armed, because a
@@ -105,3 +108,38 @@ def match_of(raw_args) -> tuple | None:
         else:
             return None
     return tuple(match)
+
+
+def declared_scalars(raw_args, converted, scalars) -> tuple | None:
+    """For a kernel declared with signatures (``kernel/signatures.py``): per scalar position, the
+    NumPy type the general path converted it to, as ``((position, type), ...)``; None when a
+    launch like this one cannot take a warm path (a Python int outside int64, which binds as
+    uint64 and may resolve to another signature).
+
+    Why the type alone is enough: an entry matches scalars by their type, and numba's overload
+    resolution depends on the argument types alone, so a matching launch resolves to the same
+    signature; ``type(v)`` of the declared type converts it as the general path's
+    ``astype`` does wherever it succeeds (an int in range, a float, a bool), and raises where it
+    would differ (an int out of the declared type's range, which the general path wraps around;
+    NaN to an int), which ``convert_declared`` sends to the general path."""
+    for i in scalars:
+        if type(raw_args[i]) is int and not _INT64_MIN <= raw_args[i] <= _INT64_MAX:
+            return None
+    return tuple((i, type(converted[i])) for i in scalars)
+
+
+class NotWarm(Exception):
+    """A scalar of this launch must take the general path (``convert_declared``)."""
+
+
+def convert_declared(declared: tuple, args, arrays: list) -> None:
+    """Put ``args``' scalars into ``arrays`` converted to their declared types (``declared`` from
+    ``declared_scalars``), or raise ``NotWarm`` where only the general path converts exactly."""
+    try:
+        for i, to_type in declared:
+            value = args[i]
+            if type(value) is int and not _INT64_MIN <= value <= _INT64_MAX:
+                raise NotWarm
+            arrays[i] = to_type(value)
+    except (OverflowError, ValueError, TypeError):
+        raise NotWarm from None

@@ -113,6 +113,39 @@ def test_eager_signatures_convert_arguments_as_numba_does(layer):
         store[1, 1](layer.device_array(2, np.int32), 0.1, 1)
 
 
+def test_repeated_launches_of_a_declared_kernel_are_warm_and_convert_each_time(layer):
+    """A kernel declared with signatures takes the warm path once a launch on the layer's fast
+    form armed it (stumpy's row loop: one launch per row), and every warm launch still converts its own scalars as
+    numba does: a float rounded to float32, an int to int32, a bool to the declared int64. An
+    int the declared type does not hold (numba wraps ``0xFFFFFFFF`` to -1) takes the general
+    path, which wraps it. Reference: NumPy's conversions of the same values."""
+    from numba_cube.dropin import state
+
+    @layer.jit("void(float64[:], float32, int32, int64)")
+    def store(out, x, n, b):
+        out[0] = x
+        out[1] = n
+        out[2] = b
+
+    def expected(x, n, b):
+        return [float(np.float32(x)), float(np.asarray(n).astype(np.int32)), float(int(b))]
+
+    out = layer.device_array(3)
+    stats = state.layer_client().server.stats
+    for x in (0.5, 0.75):       # the first compiles (Dispatcher.launch); the second arms
+        store[1, 1](out, x, 1, True)
+        assert out.copy_to_host().tolist() == expected(x, 1, True)
+    warm_before = stats["warm"]
+    in_range = [(0.1, 7, True), (1e-3, -(1 << 31), False), (2.5, (1 << 31) - 1, True)]
+    for x, n, b in in_range:
+        store[1, 1](out, x, n, b)
+        assert out.copy_to_host().tolist() == expected(x, n, b)
+    assert stats["warm"] - warm_before == len(in_range)
+    for x, n, b in [(3.0, 0xFFFFFFFF, False), (0.3, -(1 << 40) + 3, True), (1.5, 1 << 62, True)]:
+        store[1, 1](out, x, n, b)                      # wrapped on the general path
+        assert out.copy_to_host().tolist() == expected(x, n, b)
+
+
 def test_forall_specialize_and_device_functions(layer, kernels):
     """``forall(n)`` covers n units; ``specialize`` declares the arguments' types (a second
     specialize is numba's RuntimeError); device functions made by cuda.jit(device=True) run."""

@@ -14,6 +14,9 @@ segments merge into one loop per row, is ``looporder.py``'s choice)::
                 for __tx in range(__lo, __hi):                         # the vectorizable loop
                     <kernel body>
 
+**The grid-uniform prologue** (``uniform_prologue.py``): leading statements that give every unit
+the same values (buffers picked from a parameter, sizes) run once per chunk, before the loops.
+
 **Guard hoisting.** Almost every CUDA kernel starts with ``i = cuda.grid(1)`` followed by
 ``if i < n:`` (or ``if i >= n: return``). Inside the loop that branch blocks vectorization, so when
 the guard compares an expression ``__tx + r`` (``r`` independent of ``__tx``) with a bound that does
@@ -33,6 +36,7 @@ from numba_cube.backends.cpu import looporder
 from numba_cube.backends.cpu.analysis import Purity, assignment_sources, store_counts
 from numba_cube.backends.cpu.hidden import BLOCK_DIMS, BLOCK_IDS, GRID_DIMS, NONNEG
 from numba_cube.backends.cpu.lowering import Lowered
+from numba_cube.backends.cpu.uniform_prologue import split_prologue
 from numba_cube.backends.cpu.unitcode import (RET_FLAG, Writer, lower_returns,
                                               replace_local_markers)
 
@@ -201,7 +205,10 @@ class FlatKernel:
         rows = None if needs_tid else looporder.global_inner(source)
         self.rows = rows is not None
         source = rows if rows is not None else source
-        hoist = GuardHoist(source, lowered.params, purity,
+        # the grid-uniform prologue runs once per chunk (uniform_prologue.py); the guards may
+        # then use its names, defined before every segment
+        self.prologue, source, prologue_names = split_prologue(source, lowered.params)
+        hoist = GuardHoist(source, [*lowered.params, *sorted(prologue_names)], purity,
                        looporder.GLOBAL_INNER if self.rows else "__tx")
         body = hoist.run([copy.deepcopy(s) for s in source])
         self.lo, self.hi, self.conds = hoist.lo, hoist.hi, hoist.conds
@@ -226,6 +233,8 @@ class FlatKernel:
             w.line("__total = __X * __Y * (__gdz * __bdz)")
             for d in self.lowered.local:
                 w.line(f"{d.name}__buf = __np.empty({d.shape}, {d.dtype_expr})")
+            if self.prologue:
+                w.code(self.prologue, self.lowered.fn)
             w.line("__g = __c * __total // __nchunks")
             w.line("__gend = (__c + 1) * __total // __nchunks")
             with w.indent("while __g < __gend:"):
