@@ -12,7 +12,9 @@ built as a string inside the kernel costs every access, not only the failing one
 (``benchmarks/bench_cpu.py --boundscheck``: that made the checked axpy 35x and the tiled matmul
 about 350x their unchecked times). ``site`` numbers the subscript in the generated module's
 ``__bounds_sites`` table (the array's text); ``cube`` and ``unit`` are the block and thread
-index, ``(x, y, z)``. The backend's launch (``server.py``) hands the exception to ``described``,
+index, ``(x, y, z)`` (along the loop over a row's global coordinate, the pair ``(global
+coordinate, -block size)`` instead, divided out here: no division runs until a check fails).
+The backend's launch (``server.py``) hands the exception to ``described``,
 which takes the failing thread's record and makes it::
 
     kernel k: a[12] out of bounds for axis 0 with size 10 (cube (1, 0, 0), unit (2, 0, 0))
@@ -144,8 +146,11 @@ def described(exc: BaseException, kernel_name: str, sites: tuple) -> BaseExcepti
     if values is None:      # cannot happen: the check records before it raises
         return IndexError(f"kernel {kernel_name}: an index out of bounds (which one was not "
                           f"recorded: please report this as a numba_cube bug)")
-    site, axis, size, cube, unit, components = (values[0], values[1], values[2], values[3:6],
-                                                values[6:9], values[9:])
+    site, axis, size, cube, unit, components = (values[0], values[1], values[2],
+                                                list(values[3:6]), list(values[6:9]), values[9:])
+    for d in range(3):
+        if unit[d] < 0:     # (global coordinate, -block size) along a row loop (bounds.py)
+            cube[d], unit[d] = divmod(cube[d], -unit[d])
     name = sites[site] if 0 <= site < len(sites) else "?"
     shown = ", ".join(":" if c == _SLICE else str(c) for c in components)
     return IndexError(f"kernel {kernel_name}: {name}[{shown}] out of bounds for axis {axis} with "
