@@ -11,7 +11,7 @@ no runtime policy of its own: it translates numba.cuda calls into the public cli
 Its rooms: ``devicearray.py`` (``DeviceNDArray``), ``memory.py`` (``to_device`` and the other
 allocators), ``streams.py`` (streams, events, ``synchronize``), ``devices.py`` (``gpus``,
 contexts), ``dispatcher.py`` (``cuda.jit`` and launches), ``ufuncs.py`` (``vectorize``),
-``exports.py`` (which numba.cuda name is served, kept or refused), ``install.py`` (putting it in
+``reduction.py`` (``@cuda.reduce``, in numba-cuda's order), ``exports.py`` (which numba.cuda name is served, kept or refused), ``install.py`` (putting it in
 place), ``state.py`` (the installed client). The ``NUMBA_CUBE_INSTALL`` pytest hook is a
 distribution of its own, ``plugins/pytest_numba_cube``.
 

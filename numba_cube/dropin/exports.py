@@ -42,8 +42,8 @@ SERVED = {
     "profile_start": _DEVICES, "profile_stop": _DEVICES, "defer_cleanup": _DEVICES,
     "is_float16_supported": _DEVICES, "is_bfloat16_supported": _DEVICES,
     "is_fp8_supported": _DEVICES, "cuda_error": _DEVICES,
-    # element-wise functions
-    "vectorize": "ufuncs",
+    # element-wise functions and reductions
+    "vectorize": "ufuncs", "reduce": "reduction", "Reduce": "reduction",
 }
 
 _NO_GPU_COMPILE = ("numba_cube compiles kernels for its own backend at their launch; there is no "
@@ -68,8 +68,6 @@ REFUSED = {
 KEPT = frozenset({
     # argument hints, honoured by launches
     "In", "Out", "InOut",
-    # @cuda.reduce: numba's own Python (cuda.jit kernels, cuda.device_array), run by the layer
-    "reduce", "Reduce",
     # classes of numba's driver layer (exceptions, memory objects, linkable code), for isinstance
     "CudaSupportError", "KernelRuntimeError", "Archive", "CUSource", "Cubin", "Fatbin", "LTOIR",
     "LinkableCode", "PTXSource", "Object", "BaseCUDAMemoryManager",

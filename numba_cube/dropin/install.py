@@ -57,10 +57,11 @@ def install(device: str = "cpu", **client_options) -> None:
             dispatcher.set_original_jit(_originals["jit"])
         set_layer_client(client)
         # On a CUDA device the GPU is real: numba-cuda's own devices and contexts stay (numba_cube's
-        # CUDA backend works through them too).
+        # CUDA backend works through them too), and so does its @cuda.reduce, whose kernels the
+        # CUDA backend runs as they are (reduction.py says why the CPU's is the layer's own).
         on_gpu = client.device.startswith("cuda")
         for name, room in exports.SERVED.items():
-            if on_gpu and room == "devices":
+            if on_gpu and room in ("devices", "reduction"):
                 setattr(cuda_module, name, _originals[name])
                 continue
             module = importlib.import_module(f"{__package__}.{room}")

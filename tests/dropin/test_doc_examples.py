@@ -28,6 +28,7 @@ PASSING = {
     "test_globals.TestGlobals.test_ex_globals_constant_capture",
     "test_laplace.TestLaplace.test_ex_laplace",
     "test_matmul.test_matmul",
+    "test_montecarlo.TestMonteCarlo.test_ex_montecarlo",
     "test_random.TestRandom.test_ex_3d_grid",
     "test_reduction.TestReduction.test_ex_reduction",
     "test_ufunc.TestUFunc.test_ex_cuda_ufunc_call",
@@ -47,10 +48,6 @@ KNOWN_FAILURES = {
     # a device array captured as a global (PRICES): the CPU translator takes NumPy arrays as
     # constants, not device arrays (a CompileError naming the global and the line)
     "test_globals.TestGlobals.test_ex_globals_device_array_capture": "DeviceNDArray",
-    # cuda.reduce: numba-cuda's own reduction kernel exchanges values through shared memory in a
-    # loop whose range is not cube-uniform, without a barrier; the CPU translator keeps its
-    # lockstep refusal for shared arrays (a CompileError naming the line)
-    "test_montecarlo.TestMonteCarlo.test_ex_montecarlo": "without a barrier",
     # this_grid().sync() only in units at a session boundary (the others return): a GPU lets
     # the units that exited pass; numba_cube raises DivergenceError naming the line
     "test_sessionize.TestSessionization.test_ex_sessionize": "DivergenceError",
