@@ -60,14 +60,15 @@ REFUSED = {
     "from_cuda_array_interface": "copy the data in with cuda.to_device(host_array)",
     "open_ipc_array": "share host data between processes and cuda.to_device it there",
     "set_memory_manager": "numba_cube manages device memory itself (a pool per device)",
-    "guvectorize": "write the function as a @cuda.jit kernel, or use numba.guvectorize on "
-                   "the CPU",
 }
 
 #: names kept as numba-cuda made them that no rule of ``is_kept`` covers
 KEPT = frozenset({
     # argument hints, honoured by launches
     "In", "Out", "InOut",
+    # @cuda.guvectorize: numba-cuda's gufunc machinery (cuda.jit kernels, device arrays), run
+    # by the layer
+    "guvectorize",
     # classes of numba's driver layer (exceptions, memory objects, linkable code), for isinstance
     "CudaSupportError", "KernelRuntimeError", "Archive", "CUSource", "Cubin", "Fatbin", "LTOIR",
     "LinkableCode", "PTXSource", "Object", "BaseCUDAMemoryManager",

@@ -77,19 +77,23 @@ def install(device: str = "cpu", **client_options) -> None:
         _device = client.device
 
 
-#: numba's builders of ``vectorize``/``guvectorize`` for ``target="cuda"``, as they were
+#: numba's builder of ``vectorize`` for ``target="cuda"``, as it was (``guvectorize``'s stays
+#: numba-cuda's: its gufunc kernels, made with ``cuda.jit``, run through the layer)
 _builders: dict = {}
 
 
 def _swap_ufunc_builders(install: bool) -> None:
     """``numba.vectorize(..., target="cuda")`` finds its builder in numba's registry, not in
     ``numba.cuda``: the layer's is put there (``ufuncs.py``), numba-cuda's is kept and put back.
+    (``guvectorize(target="cuda")`` keeps numba-cuda's builder: its generated kernels call the
+    function as a device function declared ``void(arrays...)``, which the CPU translator
+    compiles as it is, ``kernel/signatures.py``, ``converts_nothing``.)
     (numba's registries refuse a key twice, hence the plain dict operations.)"""
-    from numba.np.ufunc.decorators import GUVectorize, Vectorize
+    from numba.np.ufunc.decorators import Vectorize
 
-    from .ufuncs import CubeVectorize, refuse_guvectorize
+    from .ufuncs import CubeVectorize
 
-    for owner, ours in ((Vectorize, CubeVectorize), (GUVectorize, refuse_guvectorize)):
+    for owner, ours in ((Vectorize, CubeVectorize),):
         registry = owner.target_registry
         if install:
             if owner not in _builders:

@@ -27,7 +27,7 @@ from ..runtime.handle import Handle
 from .devicearray import DeviceNDArray
 from .memory import device_array, to_device
 
-__all__ = ["vectorize", "CubeVectorize", "CubeUFunc", "refuse_guvectorize"]
+__all__ = ["vectorize", "CubeVectorize", "CubeUFunc"]
 
 def _kernel(device_function, nargs: int):
     """The kernel applying ``device_function`` to ``nargs`` flat inputs (its text is generated, as
@@ -145,10 +145,3 @@ class CubeUFunc:
             return result[0]
         result = result.reshape(shape)
         return result if on_device else result.copy_to_host()
-
-
-def refuse_guvectorize(func, signature, **kws):
-    """What ``numba.guvectorize(..., target="cuda")`` builds under the layer: a refusal."""
-    raise UnsupportedAPIError("guvectorize(target='cuda')",
-                              "write the function as a @cuda.jit kernel, or use "
-                              "numba.guvectorize on the CPU")

@@ -47,6 +47,17 @@ class DeclaredSignatures:
         # a launch's cost (stumpy's 26 arguments: ~300 us); a scalar's conversion is per value.
         self._resolved: dict = {}
 
+    def converts_nothing(self) -> bool:
+        """Whether a call can convert nothing: every declared parameter an array (numba never
+        converts an array: a call with another array type does not compile) and every return
+        type ``void``. A device function declared so computes the same compiled for the types
+        it is called with (what the CPU translator does), as numba-cuda's generated gufunc
+        kernels call theirs: ``void(float64[:], float64[:])``."""
+        from numba.core import types
+
+        return all(all(isinstance(a, types.Array) for a in sig.args)
+                   and sig.return_type in (types.none, types.void) for sig in self.signatures)
+
     def describe(self) -> tuple[str, ...]:
         """The signatures as text (what the kernel id covers)."""
         return tuple(str(s) for s in self.signatures)

@@ -1,7 +1,10 @@
 """CUDA ufuncs under the layer (``numba_cube/dropin/ufuncs.py``): ``numba.vectorize(...,
 target="cuda")`` and ``cuda.vectorize`` run as numba_cube kernels and compute what NumPy
 computes for the same element-wise function, with numba's loop selection and its host/device
-result rule; ``guvectorize(target="cuda")`` is a typed refusal."""
+result rule; ``guvectorize(target="cuda")`` runs numba-cuda's own gufunc machinery through the
+layer (its kernels call the function as a device function declared ``void(arrays...)``) and
+computes what NumPy computes, host arrays in giving host arrays out, device arrays device
+arrays."""
 
 from __future__ import annotations
 
@@ -42,12 +45,49 @@ def test_vectorize_target_cuda_computes_numpys_numbers(layer):
         square(np.arange(5.0))                     # no loop takes float64 safely
 
 
-def test_guvectorize_and_lazy_vectorize_are_refused_by_name(layer):
-    """``guvectorize(target="cuda")`` and ``vectorize`` without signatures raise
-    UnsupportedAPIError naming them."""
-    from numba import guvectorize, vectorize
+def test_guvectorize_computes_what_numpy_does_on_host_and_device_arrays(layer):
+    """A batched matrix product ``(m,n),(n,p)->(m,p)`` over a loop dimension: NumPy's result
+    from host arrays (a host array back), from device arrays (a device array back), and into an
+    output device array passed by the caller; an element-wise gufunc broadcasts a row."""
+    from numba import guvectorize
 
-    with pytest.raises(cube.UnsupportedAPIError, match="guvectorize"):
-        guvectorize(["void(float64[:], float64[:])"], "(n)->(n)", target="cuda")(lambda a, b: None)
+    @guvectorize(["void(float64[:,:], float64[:,:], float64[:,:])"], "(m,n),(n,p)->(m,p)",
+                 target="cuda")
+    def matmul(a, b, c):
+        for i in range(c.shape[0]):
+            for j in range(c.shape[1]):
+                acc = 0.0
+                for k in range(a.shape[1]):
+                    acc += a[i, k] * b[k, j]
+                c[i, j] = acc
+
+    rng = np.random.default_rng(5)
+    x, y = rng.random((6, 3, 4)), rng.random((6, 4, 2))
+    host = matmul(x, y)
+    assert isinstance(host, np.ndarray)
+    np.testing.assert_allclose(host, x @ y, rtol=1e-13)
+    dx, dy = layer.to_device(x), layer.to_device(y)
+    on_device = matmul(dx, dy)
+    assert cube.dropin.devicearray.DeviceNDArray is type(on_device)
+    np.testing.assert_allclose(on_device.copy_to_host(), x @ y, rtol=1e-13)
+    out = layer.device_array((6, 3, 2))
+    matmul(dx, dy, out)
+    np.testing.assert_allclose(out.copy_to_host(), x @ y, rtol=1e-13)
+
+    @guvectorize(["void(float32[:], float32[:], float32[:])"], "(n),(n)->(n)", target="cuda")
+    def add_rows(a, b, c):
+        for i in range(c.shape[0]):
+            c[i] = a[i] + b[i]
+
+    a = rng.random((5, 7)).astype(np.float32)
+    row = rng.random(7).astype(np.float32)
+    np.testing.assert_array_equal(add_rows(a, np.broadcast_to(row, a.shape).copy()), a + row)
+
+
+def test_lazy_vectorize_is_refused_by_name(layer):
+    """``vectorize`` without signatures raises UnsupportedAPIError naming it (numba-cuda needs
+    signatures too)."""
+    from numba import vectorize
+
     with pytest.raises(cube.UnsupportedAPIError, match="without signatures"):
         vectorize(target="cuda")(lambda a: a)

@@ -108,7 +108,8 @@ class Unit:
         key = id(py_func)
         if key not in self.devices:
             fn = load_function(py_func, "device function")
-            if declared_signatures(obj) is not None:
+            declared = declared_signatures(obj)
+            if declared is not None and not declared.converts_nothing():
                 # numba-cuda casts a call's arguments to the declared signature; the generated
                 # device function would be compiled for whatever types it is called with.
                 raise self.kernel_fn.error(

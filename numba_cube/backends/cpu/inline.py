@@ -181,7 +181,8 @@ def expand(caller, obj, call: ast.Call) -> ast.expr | None:
                                   "functions)", "*args/**kwargs/keyword-only parameters", call)
         return None
     what = f"device function {callee.name!r}, which the CPU backend inlines because {reason}"
-    if declared_signatures(obj) is not None:
+    declared = declared_signatures(obj)
+    if declared is not None and not declared.converts_nothing():
         raise caller.fn.error(f"{what}, was declared with signatures, whose argument conversions "
                               "the CPU backend does not reproduce; declare it without signatures",
                               "inlined device function with declared signatures", call)
