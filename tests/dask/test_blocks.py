@@ -18,20 +18,7 @@ import numba_cube.dask as cubed
 from numba_cube.dask.graph import LAUNCH_INFIX, launch_handles
 
 from kernels_for_tests import notebook_kernels
-
-
-@cube.kernel
-def axpy(a, x, y, out):
-    i = cuda.grid(1)
-    if i < out.size:
-        out[i] = a * x[i] + y[i]
-
-
-@cube.kernel
-def square(x, out):
-    i = cuda.grid(1)
-    if i < out.size:
-        out[i] = x[i] * x[i]
+from chain_kernels import axpy, square
 
 
 @cube.kernel

@@ -10,32 +10,10 @@ import dask.array as da
 import numpy as np
 from dask.utils import key_split
 from distributed import get_task_stream
-from numba import cuda
 
-import numba_cube as cube
 import numba_cube.dask as cubed
 from numba_cube.dask.graph import handles_name, launch_handles
-
-
-@cube.kernel
-def axpy(a, x, y, out):
-    i = cuda.grid(1)
-    if i < out.size:
-        out[i] = a * x[i] + y[i]
-
-
-@cube.kernel
-def square(x, out):
-    i = cuda.grid(1)
-    if i < out.size:
-        out[i] = x[i] * x[i]
-
-
-@cube.kernel
-def halve(x, out):
-    i = cuda.grid(1)
-    if i < out.size:
-        out[i] = 0.5 * x[i]
+from chain_kernels import axpy, halve, square
 
 
 def test_keys_carry_the_kernels_name():
