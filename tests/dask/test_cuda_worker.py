@@ -14,28 +14,14 @@ pytest.importorskip("distributed")
 
 import dask.array as da  # noqa: E402
 from dask.distributed import Client, LocalCluster, wait  # noqa: E402
-from numba import cuda  # noqa: E402
-
 import numba_cube as cube  # noqa: E402
 import numba_cube.dask as cubed  # noqa: E402
 from numba_cube.backends.cuda import probe  # noqa: E402
 
+from chain_kernels import axpy, square  # noqa: E402
+
 pytestmark = pytest.mark.skipif(probe.simulating() or probe.device_count() == 0,
                                 reason="needs a GPU (a CUDA device, not the simulator)")
-
-
-@cube.kernel
-def axpy(a, x, y, out):
-    i = cuda.grid(1)
-    if i < out.size:
-        out[i] = a * x[i] + y[i]
-
-
-@cube.kernel
-def square(x, out):
-    i = cuda.grid(1)
-    if i < out.size:
-        out[i] = x[i] * x[i]
 
 
 def test_one_cuda_worker_runs_a_chain_and_keeps_its_chunks_on_the_gpu():
