@@ -27,7 +27,7 @@ Numba's own check (``njit(boundscheck=True)``) then adds nothing but its cost. M
 Numba's flag as well, the suite ran 1.38x its unchecked time (geometric mean; the 9-point
 stencil 4.50x, the tiled matmul 3.29x); without it, 1.19x. So ``relax`` reads the finished
 module and compiles each function without Numba's flag when every array access in it is
-checked here (or is the translator's own: ``_internal``); a function with any other subscript
+checked here (or is the translator's own: ``internal_storage``); a function with any other subscript
 keeps Numba's flag, which still guards what the rewrite leaves (an index with ``None``, ``...``
 or a starred item, a subscript of a call, the hoisted tests of a flat kernel's guards, a device
 function that is not inlined). Numba's atomics check their index whatever the flag
@@ -61,20 +61,19 @@ import hashlib
 import itertools
 from pathlib import Path
 
-from numba_cube.backends.cpu.bounds_affine import (SHAPE_ATTRIBUTES, affine_coefficient, as_expr,
+from numba_cube.backends.cpu.bounds_affine import (affine_coefficient, as_expr,
                                                    assign, parse_expression, parse_statement,
                                                    substitute)
+from numba_cube.backends.cpu.bounds_coverage import (CHECKER, IN_BOUNDS, PRECHECKED, RANGE_ENDS,
+                                                     SMALL, index_items, index_value,
+                                                     is_literal_index, names_tuple, relax,
+                                                     repeatable, safe_unchecked)
 from numba_cube.backends.cpu.fission import CubeKernel
 from numba_cube.backends.cpu.looporder import GLOBAL_INNER
 from numba_cube.backends.cpu.plan import Ctrl, MaskedIf, MaskedWhile, Region, Uniform
 
 __all__ = ["CHECKER", "SITES", "add_checks", "import_line", "sites_line", "relax"]
 
-#: the name of ``checked_index`` in generated modules
-CHECKER = "__checked"
-#: the names of the helpers of checks hoisted out of loops (``_Loop``)
-PRECHECKED, IN_BOUNDS, RANGE_ENDS, SMALL = ("__prechecked", "__in_bounds", "__range_ends",
-                                            "__small_coefficient")
 #: the generated module's tuple of the checked arrays' names (``CpuProgram.bounds_sites``)
 SITES = "__bounds_sites"
 _RUNTIME = Path(__file__).with_name("bounds_runtime.py")
@@ -143,8 +142,8 @@ class _Checks(ast.NodeTransformer):
     def __init__(self, sites: list, loops, cube: tuple, unit: tuple):
         self.sites = sites
         self.loops = loops
-        self.cube = _tuple(cube)
-        self.unit = _tuple(unit)
+        self.cube = names_tuple(cube)
+        self.unit = names_tuple(unit)
         self.loop: _Loop | None = None      # the loop whose checked copy is being rewritten
         #: checks of literal indices to put in front of the statement being rewritten (None
         #: outside a statement: a cube-level test), and whether the expression being rewritten
@@ -211,16 +210,16 @@ class _Checks(ast.NodeTransformer):
             return ast.fix_missing_locations(node)
         node = self.generic_visit(node)
         target = node.value
-        if _safe_unchecked(node) or not _pure(target):
+        if safe_unchecked(node) or not repeatable(target):
             return node         # nothing to check, or left to Numba's check (relax)
-        if _is_literal_index(node.slice):
+        if is_literal_index(node.slice):
             if self.pending is not None and not self.conditional:
                 check = self._check(CHECKER, label, copy.deepcopy(target),
                                     copy.deepcopy(node.slice))
                 self.pending.append(ast.fix_missing_locations(
                     ast.copy_location(ast.Expr(check), node)))
             return node
-        index = _index_value(node.slice)
+        index = index_value(node.slice)
         if index is None:
             return node
         node.slice = ast.copy_location(self._check(CHECKER, label, copy.deepcopy(target), index),
@@ -318,9 +317,9 @@ class _Loop:
         appear), or None when the subscript is not covered."""
         if not (isinstance(node.value, ast.Name) and node.value.id not in self.assigned):
             return None
-        if _is_literal_index(node.slice) or _safe_unchecked(node):
+        if is_literal_index(node.slice) or safe_unchecked(node):
             return None         # checked as it is (a literal must stay in the subscript)
-        coefficients = [affine_coefficient(c, self.var, self.assigned) for c in _items(node.slice)]
+        coefficients = [affine_coefficient(c, self.var, self.assigned) for c in index_items(node.slice)]
         return None if any(c is None for c in coefficients) else coefficients
 
     def rewrite(self, node: ast.For, checks: _Checks, k: int) -> list:
@@ -400,141 +399,3 @@ def _unconditional(stmts: list) -> list:
                 if isinstance(child, ast.expr):
                     expr(child)
     return found
-
-# ---- which subscripts need no check, and which functions need no Numba check ------------------
-
-def _internal(name: str) -> bool:
-    """A name of the translator's own per-unit storage: ``__failed``, the masks ``__m<k>``,
-    exchange buffers ``__x..``, replicas ``<name>__r`` and their lists ``<name>__l``. User names
-    never contain ``__`` (``frontend.check_reserved``), and the translator's renamings of them
-    (``x__i1`` of an inlined function, ``sm__s1``, ``f__rv1``) end otherwise."""
-    return name.startswith("__") or name.endswith(("__r", "__l"))
-
-def _safe_unchecked(node: ast.Subscript) -> bool:
-    """Can this subscript not go out of bounds unchecked? Slices only (clipped to their axis),
-    a record's field by name, a shape or strides tuple (Numba checks a tuple's run-time index
-    whatever its flag), or the translator's own storage at an index made of its own names."""
-    target, items = node.value, _items(node.slice)
-    if isinstance(target, ast.Attribute) and target.attr in SHAPE_ATTRIBUTES:
-        return True
-    if all(isinstance(i, ast.Slice) or (isinstance(i, ast.Constant) and isinstance(i.value, str))
-           for i in items):
-        return True
-    return (isinstance(target, ast.Name) and _internal(target.id)
-            and all("__" in n.id for i in items for n in ast.walk(i) if isinstance(n, ast.Name)))
-
-def _items(index: ast.expr) -> list:
-    return index.elts if isinstance(index, ast.Tuple) else [index]
-
-def _pure(node: ast.expr) -> bool:
-    """An expression that may be evaluated twice: names, attributes, constants, subscripts of
-    such, and the checkers' calls (no other call)."""
-    for n in ast.walk(node):
-        if isinstance(n, ast.Call):
-            if not (isinstance(n.func, ast.Name) and n.func.id == CHECKER):
-                return False
-        elif not isinstance(n, (ast.Name, ast.Attribute, ast.Constant, ast.Subscript, ast.Tuple,
-                                ast.Slice, ast.UnaryOp, ast.BinOp, ast.expr_context, ast.unaryop,
-                                ast.operator)):
-            return False
-    return True
-
-def _call_to(e: ast.expr, name: str) -> bool:
-    return isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == name
-
-def _checked(node: ast.Subscript, ahead: set) -> bool:
-    """Does the generated code check this subscript (``add_checks``)? ``ahead``: the literal
-    subscripts, as ``(value, index)`` texts, that the checks right in front of the statement
-    holding it check."""
-    return (_call_to(node.slice, CHECKER) or _call_to(node.slice, PRECHECKED)
-            or _safe_unchecked(node)
-            or (_is_literal_index(node.slice)
-                and (ast.unparse(node.value), ast.unparse(node.slice)) in ahead))
-
-def _own_expressions(stmt: ast.stmt) -> list:
-    """The expressions a statement evaluates itself (a compound statement's header, not its
-    body, whose statements are walked as statements)."""
-    if isinstance(stmt, (ast.If, ast.While)):
-        return [stmt.test]
-    if isinstance(stmt, ast.For):
-        return [stmt.target, stmt.iter]
-    return [c for c in ast.iter_child_nodes(stmt) if isinstance(c, ast.expr)]
-
-def _all_checked(stmts: list) -> bool:
-    """Is every subscript in ``stmts`` (and the statements nested in them) checked?"""
-    ahead: set = set()
-    for stmt in stmts:
-        exprs = _own_expressions(stmt)
-        # a walrus may rebind what the checks in front read; a while's test is evaluated again,
-        # and so is a for's target
-        trusted = set() if isinstance(stmt, ast.While) or any(
-            isinstance(n, ast.NamedExpr) for e in exprs for n in ast.walk(e)) else ahead
-        again = [stmt.target] if isinstance(stmt, ast.For) else []
-        if not all(_checked(n, set() if e in again else trusted) for e in exprs
-                   for n in ast.walk(e) if isinstance(n, ast.Subscript)):
-            return False
-        nested = [getattr(stmt, f, None) or [] for f in ("body", "orelse", "finalbody")]
-        nested += [h.body for h in getattr(stmt, "handlers", [])]
-        if not all(_all_checked(body) for body in nested if body and isinstance(body[0], ast.stmt)):
-            return False
-        if isinstance(stmt, ast.Expr) and _call_to(stmt.value, CHECKER) \
-                and _is_literal_index(stmt.value.args[1]):
-            # a literal index's check: it covers that subscript in the next statement
-            ahead = ahead | {(ast.unparse(stmt.value.args[0]), ast.unparse(stmt.value.args[1]))}
-        else:
-            ahead = set()
-    return True
-
-def relax(text: str) -> str:
-    """The checked module ``text`` with ``boundscheck=False`` in the ``njit`` decorator of each
-    function whose every subscript is checked by ``add_checks`` or needs no check
-    (``_all_checked``); the others keep Numba's own check (module docstring)."""
-    tree = ast.parse(text)
-    lines = text.split("\n")
-    for fn in tree.body:
-        if not isinstance(fn, ast.FunctionDef) or not _all_checked(fn.body):
-            continue
-        for dec in fn.decorator_list:
-            if not (isinstance(dec, ast.Call) and any(
-                    k.arg == "boundscheck" and isinstance(k.value, ast.Constant)
-                    and k.value.value is True for k in dec.keywords)):
-                continue
-            for i in range(dec.lineno - 1, dec.end_lineno):
-                lines[i] = lines[i].replace("boundscheck=True", "boundscheck=False")
-    return "\n".join(lines)
-
-def _index_value(index: ast.expr) -> ast.expr | None:
-    """The index as a value a call can take (a slice inside a tuple as ``slice(...)``), or None
-    when it has nothing this check handles (module docstring)."""
-    if isinstance(index, ast.Slice):
-        return None
-    if not isinstance(index, ast.Tuple):
-        return None if _is_none_or_ellipsis(index) else index
-    items = []
-    for item in index.elts:
-        if isinstance(item, ast.Starred) or _is_none_or_ellipsis(item):
-            return None
-        if isinstance(item, ast.Slice):
-            bounds = [b if b is not None else ast.Constant(None)
-                      for b in (item.lower, item.upper, item.step)]
-            item = ast.Call(ast.Name("slice", ast.Load()), bounds, [])
-        items.append(item)
-    return ast.Tuple(items, ast.Load())
-
-def _is_literal_index(index: ast.expr) -> bool:
-    """An index of literals only (``t[1]``, ``r["x"]``, ``a[-1, 0]``). It must stay literal in
-    the subscript: Numba types an item of a heterogeneous tuple or a record field only for a
-    literal, which the checker's result is not."""
-    items = index.elts if isinstance(index, ast.Tuple) else [index]
-    return all(_is_constant(item) and not _is_none_or_ellipsis(item) for item in items)
-
-def _is_constant(node: ast.expr) -> bool:
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-        node = node.operand
-    return isinstance(node, ast.Constant)
-
-def _is_none_or_ellipsis(node: ast.expr) -> bool:
-    return isinstance(node, ast.Constant) and (node.value is None or node.value is Ellipsis)
-
-def _tuple(names: tuple) -> ast.Tuple:
-    return ast.Tuple([ast.parse(n, mode="eval").body for n in names], ast.Load())
