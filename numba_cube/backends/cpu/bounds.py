@@ -102,11 +102,9 @@ def add_checks(shape) -> tuple:
         per_cube = _Checks(sites, loops, cube, ("0", "0", "0"))
         _plan_items(shape.plan, in_units, per_cube)
         return tuple(sites)
-    # One loop over a row's global coordinate (looporder.global_inner): the unit's cube and
-    # thread index along it are passed as (global coordinate, -block size), which
-    # bounds_runtime.described divides out. Computed here, two divisions per access stayed in
-    # the hot path (stumpy's gpu_stump kernel, 33 checked accesses a unit: 2.5x its unchecked
-    # time, 1.5x with one division a unit; none now).
+    # Along a row loop (looporder.global_inner) the unit is passed as (global coordinate,
+    # -block size), divided out only on failure (bounds_runtime.described): divisions at every
+    # access made stumpy's gpu_stump kernel 2.5x its unchecked time.
     inner_cube, inner_unit = ((GLOBAL_INNER, "-__bdx") if shape.rows else ("__bx", "__tx"))
     if shape.swapped:   # the names of x and y are exchanged: the inner loop walks the real y
         cube, unit = ("__by", inner_cube, "__bz"), ("__ty", inner_unit, "__tz")
