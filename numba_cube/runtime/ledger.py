@@ -155,6 +155,20 @@ class Ledger:
                 return f
         return None
 
+    def settled_failure(self, regions: Iterable[Region]) -> Failure | None:
+        """A failure on any byte of ``regions`` that is not a claim in flight (a launch still
+        running) nor ``Pending``: what a launch queued now would inherit whatever happens."""
+        if not self._entries:
+            return None
+        with self._lock:
+            for mem, start, stop in regions:
+                for e in self._entries.get(mem, ()):
+                    f = e.failure
+                    if e.start < stop and start < e.stop and type(f) is not Pending \
+                            and not f.in_flight:
+                        return f
+        return None
+
     def record(self, regions: Iterable[Region], failure: Failure | None) -> None:
         """Make ``failure`` (or clean, for ``None``) the state of every byte of ``regions``."""
         with self._lock:

@@ -21,13 +21,17 @@ issuing thread holds the device lock while the server works):
   and its ledger regions, resolved once. A later launch of that kernel on the same stream with the
   same handles (by identity), scalar types, geometry and options fires it, under the device lock:
   1. the state that may have changed since arming is checked, and any change sends the launch to
-     the general path, which is always correct: a capture window open on the device, a failure
-     in the ledger on one of its regions, work of its own stream still queued (a launch must not
-     overtake it);
+     the general path, which is always correct: a capture window open on the device, a settled
+     failure in the ledger on one of its regions;
   2. dependencies: if every buffer's live entries are this stream's (``register_solo``), nothing
      to wait for; otherwise the full walk (``register``), and a launch that must wait for
      unfinished work of another stream is queued after it, as the general path queues it;
-  3. a short kernel is then called right there (``_run_inline``), a long one queued.
+  3. a short kernel is then called right there (``_run_inline``), when its stream is idle and
+     no launch is running on its buffers (a claim in the ledger); otherwise, and for a long
+     kernel, it is queued: behind its own stream's work, which it must not overtake, and run in
+     an execute scope that inherits whatever that work leaves on its inputs. (A loop of long
+     launches, stumpy's one launch per row, keeps its stream busy: each launch is warm and
+     queued, at a fraction of the general path's cost.)
 
 Running inline *under the device lock* is what keeps the contract: no reader can look before the
 dispatch ends (every read, check and dispatch touching its buffers needs the lock or is ordered
@@ -174,11 +178,17 @@ class WarmLaunches:
             channel.enter()
             try:
                 self._drain()
-                if self._captures or not self._streams.idle(stream) \
-                        or self._ledger.first_failure(warm.regions) is not None:
+                # A settled failure: the general path skips the launch and records the root.
+                # A claim in flight (a launch still running on these bytes) is no failure yet:
+                # the queued dispatch's execute scope sees its outcome, as the general path's.
+                if self._captures or self._ledger.settled_failure(warm.regions) is not None:
                     return None
                 self._stats["warm"] += 1
-                inline = self._short.get(warm.artifact, 0) > 0
+                # Work of its own stream not done, or a launch running on its buffers: the
+                # launch is queued behind it (the stream runs its tasks in order), never run
+                # here, where it would overtake it.
+                inline = self._short.get(warm.artifact, 0) > 0 and self._streams.idle(stream) \
+                    and self._ledger.first_failure(warm.regions) is None
                 if inline and self._hazards.register_solo(warm.done, warm.read_states,
                                                           warm.write_states):
                     self._run_inline(warm, arrays)

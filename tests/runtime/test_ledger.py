@@ -76,6 +76,22 @@ def test_first_failure_scans_regions_in_order():
     assert ledger.first_failure([(MEM, 0, 8)]) is None
 
 
+def test_settled_failure_passes_over_claims_in_flight():
+    """What a launch queued now would inherit whatever happens (the warm path's test): a claim
+    in flight (a launch still running) is passed over, a settled failure behind it on another
+    region is found, and a claim whose body raised counts as settled."""
+    ledger = Ledger()
+    claim = Failure.claim("running")
+    ledger.record([(MEM, 0, 8)], claim)
+    assert ledger.first_failure([(MEM, 0, 8)]) is claim
+    assert ledger.settled_failure([(MEM, 0, 8)]) is None
+    settled = fail("settled")
+    ledger.record([(OTHER, 0, 8)], settled)
+    assert ledger.settled_failure([(MEM, 0, 8), (OTHER, 0, 8)]) is settled
+    claim.abandoned[0] = True                   # its body raised: the claim stays for good
+    assert ledger.settled_failure([(MEM, 0, 8)]) is claim
+
+
 def test_release_clears_only_its_own_claim():
     """4.1: a scope releases only its own claim, never a newer record over the same bytes (even
     one carrying an equal exception: claims compare by identity)."""

@@ -3,7 +3,9 @@
 What it pins: a repeated launch takes the warm path and computes what NumPy computes, with each
 launch's own scalars; a failure on an input, a failure of the kernel itself and a repair behave
 as on the general path (CONTRACT.md section 4); a kernel that runs long is queued to a stream
-worker rather than run on the issuing thread; freeing a buffer drops the launches armed on it.
+worker rather than run on the issuing thread; a repeated launch behind work of its own stream
+that is not done is warm too, queued behind it in order, and inherits a failure that work
+records after the launch was issued; freeing a buffer drops the launches armed on it.
 Concurrency (random programs from several threads, inline and queued) is pinned by
 ``test_dependencies_property.py``, which runs the CPU backend both ways.
 """
@@ -108,6 +110,51 @@ def test_a_long_kernel_is_queued_to_a_stream_worker():
         assert not client.server.streams.idle(client.stream_id)
         np.testing.assert_array_equal(client.read(out), (a + 1) * np.arange(32.0))
     assert client.server.stats["warm"] == 1
+
+
+@cube.kernel
+def scale_add(a, x, acc):
+    i = cuda.grid(1)
+    if i < acc.size:
+        acc[i] = acc[i] * a + x[i]
+
+
+def test_launches_behind_queued_work_of_their_stream_are_warm_and_keep_its_order():
+    """A launch that repeats an armed one while its stream still has work queued is warm (not
+    the general path) and runs after that work, in issue order: the running result equals
+    NumPy's sequential one, with nothing read in between."""
+    client = _client_with(33, NUMBA_CUBE_INLINE_US="0")
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal(256)
+    hx, hacc = client.create(x), client.create(np.zeros(256))
+    scalars = [1.5, -0.5, 2.0, 0.25, -1.0, 3.0, 0.5, 1.25]
+    client.launch(scale_add, 8, 32, scalars[0], hx, hacc)
+    for a in scalars[1:]:
+        assert not client.server.streams.idle(client.stream_id)     # earlier work is queued
+        client.launch(scale_add, 8, 32, a, hx, hacc)
+    assert client.server.stats["warm"] == len(scalars) - 1
+    expected = np.zeros(256)
+    for a in scalars:
+        expected = expected * a + x
+    np.testing.assert_array_equal(client.read(hacc), expected)
+
+
+def test_a_warm_launch_queued_behind_a_failing_one_inherits_its_root():
+    """A warm launch issued while the launch that will fail its input is still queued (nothing
+    is in the ledger yet) is skipped when it runs and inherits that root cause."""
+    client = _client_with(34, NUMBA_CUBE_INLINE_US="0")
+    x, out = client.create(np.ones(32)), client.create(np.zeros(32))
+    client.launch(axpy, 1, 32, 1.0, x, x, out)
+    client.launch(axpy, 1, 32, 1.0, x, x, out)
+    np.testing.assert_array_equal(client.read(out), np.full(32, 2.0))
+    warm = client.server.stats["warm"]
+    client.launch(poke, 1, 1, 99, x)                    # queued: fails when it runs
+    client.launch(axpy, 1, 32, 3.0, x, x, out)          # warm, queued behind it
+    assert client.server.stats["warm"] == warm + 1
+    with pytest.raises(LaunchFailure) as info:
+        client.read(out)
+    assert info.value.chain == (poke.id, axpy.id)
+    assert isinstance(info.value.root, IndexError)
 
 
 def test_freeing_a_buffer_drops_the_launches_armed_on_it(client):
