@@ -14,7 +14,7 @@
      15; done just before the launch here so that the launch's parts can be timed), the
      translation (the cache lookup, or the translator's imports and run), loading the generated
      module
-     (``codecache.load_module``), Numba (the outermost ``Dispatcher.compile``: its cache load,
+     (``translations.load_module``), Numba (the outermost ``Dispatcher.compile``: its cache load,
      or the compile), the id check before compiling (``Kernel.check_frozen``), and the rest (the
      runtime, the kernel's run).
 

@@ -1,15 +1,15 @@
 """What the disk caches keep under ``config.cache_root()``, and the lock their writers take.
 
 One place names every file of the cache directory, so that the writers (``backends/cpu/
-codecache.py``, ``backends/cpu/numbacache.py``, ``backends/cuda/diskcache.py``, ``autotune_store.py``)
+cache/translations.py``, ``backends/cpu/cache/numba_cache.py``, ``backends/cuda/diskcache.py``, ``autotune_store.py``)
 and the housekeeping that reads them back (``cache_admin.py``: ``python -m numba_cube cache``)
 cannot disagree. It imports nothing heavy (no Numba, no NumPy): ``cache info`` must be quick.
 
 | file | kind | what |
 | --- | --- | --- |
-| ``<kernel>_<sha16>.py`` | cpu | a generated module (``codecache.load_module``) |
+| ``<kernel>_<sha16>.py`` | cpu | a generated module (``translations.load_module``) |
 | ``__pycache__/<kernel>_<sha16>.*.nbi``, ``.nbc`` | cpu | Numba's cache of that module's functions |
-| ``__pycache__/warps_runtime.*``, ``scans_runtime.*`` | cpu | Numba's cache of numba_cube's own helpers (``helpercache.py``) |
+| ``__pycache__/warps_runtime.*``, ``scans_runtime.*`` | cpu | Numba's cache of numba_cube's own helpers (``cache/helpers.py``) |
 | ``translation-<key32>.json`` | cpu | a sealed translation whose text is one of those modules |
 | ``cuda-<key32>.bin`` | cuda | a sealed compiled CUDA kernel (``diskcache.py``) |
 | ``autotune.json`` | autotune | the autotune results (``autotune_store.py``, its own lock) |
@@ -69,7 +69,7 @@ CUDA_PREFIX, CUDA_SUFFIX = "cuda-", ".bin"
 MODULE_SUFFIX = ".py"
 #: prefixes of a writer's file before it is published (``tempfile.mkstemp`` in the same folder)
 TEMP_PREFIXES = (".tmp-", ".autotune-")
-#: a sealed file (``numbacache.write_sealed``) is this, an HMAC-SHA256 tag, then the payload
+#: a sealed file (``numba_cache.write_sealed``) is this, an HMAC-SHA256 tag, then the payload
 SEALED_MAGIC = b"NBCUBE1\n"
 SEALED_HEADER_BYTES = len(SEALED_MAGIC) + hashlib.sha256().digest_size
 

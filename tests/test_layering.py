@@ -175,3 +175,77 @@ def test_registry_names_no_backend():
     backend's registration)."""
     named = backend_names_in(pathlib.Path(numba_cube.runtime.registry.__file__).read_text())
     assert not named, f"registry.py names backends {named}"
+
+
+#: The CPU backend's stages (``numba_cube/backends/cpu/<stage>/``) and the stages each may import.
+#: A kernel flows frontend -> lower -> analyze -> passes -> emit; ``kernel_runtime`` (what generated
+#: code imports) and ``cache`` sit below every stage. ``translate.py``, ``server.py`` and
+#: ``twin_choice.py`` at the top drive them and may import any.
+CPU_STAGES = {
+    "kernel_runtime": {"kernel_runtime", "cache"},
+    "cache": {"cache"},
+    "frontend": {"frontend", "kernel_runtime"},
+    "lower": {"lower", "frontend", "kernel_runtime"},
+    "analyze": {"analyze", "lower", "frontend"},
+    "passes": {"passes", "analyze", "lower", "frontend", "kernel_runtime"},
+    "emit": {"emit", "passes", "analyze", "lower", "frontend", "kernel_runtime"},
+}
+
+#: Edges against the stage rules that exist today, each to be removed (issue 31): passes that
+#: still print their own pieces with the emitters' ``Writer`` or loop printer. The test below
+#: fails when one of them disappears, so that this list only shrinks.
+CPU_STAGE_DEBT = {
+    ("passes.demanded_lanes", "emit.unit_code"),
+    ("passes.privatize", "emit.unit_code"),
+    ("passes.spans", "emit.unit_code"),
+    ("passes.spans", "emit.warps"),
+    ("passes.stride_interchange", "emit.unit_code"),
+    ("passes.stride_interchange", "emit.unit_loops"),
+}
+
+_CPU = "numba_cube.backends.cpu."
+
+
+def cpu_stage_edges(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
+    """The imports between modules of two stages of the CPU backend that the stage rules do not
+    allow, as (importer, imported) relative to ``numba_cube.backends.cpu``; and every import of
+    ``kernel_runtime`` outside itself and ``cache`` (generated code must not pull the
+    translator in)."""
+    bad = set()
+    for module, targets in graph.items():
+        if not module.startswith(_CPU):
+            continue
+        stage = module[len(_CPU):].split(".")[0]
+        allowed = CPU_STAGES.get(stage)
+        if allowed is None:
+            continue
+        for target in targets:
+            if not target.startswith(_CPU):
+                continue
+            if target[len(_CPU):].split(".")[0] not in allowed:
+                bad.add((module[len(_CPU):], target[len(_CPU):]))
+    return bad
+
+
+def test_cpu_backend_stages_import_only_what_comes_before_them():
+    """The CPU backend's folders are the translator's pipeline: a stage imports only the stages
+    before it (``CPU_STAGES``), never a later one, apart from the listed debt; and the listed
+    debt is all still there (a removed edge must leave the list)."""
+    graph = import_graph()
+    stages = {m[len(_CPU):].split(".")[0] for m in graph if m.startswith(_CPU)}
+    assert set(CPU_STAGES) <= stages        # the folders exist: the test is not vacuous
+    bad = cpu_stage_edges(graph)
+    assert bad - CPU_STAGE_DEBT == set(), f"imports against the stage rules: {sorted(bad - CPU_STAGE_DEBT)}"
+    assert CPU_STAGE_DEBT - bad == set(), f"debt paid, remove from CPU_STAGE_DEBT: {sorted(CPU_STAGE_DEBT - bad)}"
+
+
+def test_kernel_runtime_imports_nothing_of_the_translator():
+    """Generated modules import ``kernel_runtime`` only: its modules import nothing of numba_cube
+    but each other, the caches of numba_cube's own helpers and the public errors, so loading a
+    cached kernel never loads the translator."""
+    graph = import_graph()
+    runtime = [m for m in graph if m.startswith(_CPU + "kernel_runtime")]
+    assert len(runtime) >= 10
+    allowed = (_CPU + "kernel_runtime", _CPU + "cache", "numba_cube.errors")
+    outside = {(m, t) for m in runtime for t in graph[m] if not t.startswith(allowed)}
+    assert not outside, f"kernel_runtime imports: {sorted(outside)}"

@@ -47,9 +47,9 @@ What the warm path leaves out: observers, profiles, dry runs and exclusive use n
 arguments, dynamic shared memory, compile failures, launches that write nothing and the baseline
 dependency rule are never armed. A kernel declared with signatures is armed with the NumPy type
 each scalar converts to (``warm_match.declared_scalars``): a matching launch resolves to the same
-signature, and a value the plain conversion cannot take exactly takes the general path. Entries hold the ``Binding`` objects of the handles they
-matched, never the handles: a matched binding belongs to a live handle, so its buffer is alive;
-entries that bind a freed buffer are dropped (``forget``).
+signature, and a value the plain conversion cannot take exactly takes the general path. Entries hold
+the ``Binding`` objects of the handles they matched, never the handles: a matched binding belongs to
+a live handle, so its buffer is alive; entries that bind a freed buffer are dropped (``forget``).
 """
 
 from __future__ import annotations
@@ -305,9 +305,6 @@ class WarmLaunches:
                     self._entries[key] = kept
                 else:
                     del self._entries[key]
-
-    def clear(self) -> None:
-        self._entries.clear()
 
 
 class DoneTask:

@@ -49,8 +49,9 @@ from ...runtime.geometry import MAX_DYNAMIC_SHARED_BYTES
 from ...runtime.interrupts import deferred_interrupt
 from ...runtime.server import DeviceServer
 from ..base import HostBackend
-from . import bounds_runtime, fp16, linemarks
-from .twin_choice import PRIOR_UNITS, TwinChoice, fixed_twin
+from numba_cube.backends.cpu.kernel_runtime import bounds as bounds_runtime, fp16
+from numba_cube.backends.cpu.emit import linemarks
+from numba_cube.backends.cpu.twin_choice import PRIOR_UNITS, TwinChoice, fixed_twin
 
 __all__ = ["CpuBackend", "make_cpu_server", "select_threading_layer", "cpu_flags"]
 
@@ -167,7 +168,7 @@ class CpuBackend(HostBackend):
 
     #: client options ``compile`` understands (``cube.client("cpu", boundscheck=True)``)
     compile_options = frozenset({"boundscheck", "fastmath"})
-    #: dynamic shared memory is a run-time buffer here (dynshared.py); the portable limit keeps
+    #: dynamic shared memory is a run-time buffer here (lower/dynamic_shared.py); the portable limit keeps
     #: a launch to what some GPU can run
     max_dynamic_shared_bytes = MAX_DYNAMIC_SHARED_BYTES
 
@@ -202,7 +203,7 @@ class CpuBackend(HostBackend):
 
     def _program(self, kernel, flags: tuple, block: tuple):
         """The program for launches of ``kernel`` with ``block``: the first block shape a
-        (kernel, flags) is compiled for gets a module of its own (``blockshape.py``), every
+        (kernel, flags) is compiled for gets a module of its own (``emit/block_shape.py``), every
         later shape the one general module. A kernel launched with one shape, as most are,
         runs fully specialized; one launched with many (an autotune table, a sweep) costs two
         Numba compiles per signature, never one per shape."""
@@ -210,7 +211,7 @@ class CpuBackend(HostBackend):
         key = (kernel.id, flags, block if block == first else None)
         prog = self._programs.get(key)
         if prog is None:
-            from .translate import build_program
+            from numba_cube.backends.cpu.translate import build_program
 
             boundscheck, fastmath, error_model = flags
             prog = self._programs[key] = build_program(kernel.py_func, boundscheck=boundscheck,
@@ -238,7 +239,7 @@ class CpuBackend(HostBackend):
                 "simulator (NUMBA_ENABLE_CUDASIM=1 and a CUDA client)",
                 construct="NUMBA_DISABLE_JIT=1")
         prog = self._program(kernel, cpu_flags(kernel, options), extras[1])
-        # A kernel with dynamic shared memory takes its size after the geometry (dynshared.py)
+        # A kernel with dynamic shared memory takes its size after the geometry (lower/dynamic_shared.py)
         sig = (types.int64,) * (7 if prog.dynamic_shared else 6) + tuple(arg_types)
         twin = extras[0]
         entries = {twin: _compile_twin(kernel, prog, twin, sig, arg_types)}
@@ -323,7 +324,7 @@ def _measured_runner(kernel, prog, sig: tuple, arg_types: tuple, entries: dict):
 
 
 def _describing_bounds(run, prog):
-    """``run``, its failed bounds checks raised with their message (``bounds_runtime.py``)."""
+    """``run``, its failed bounds checks raised with their message (``kernel_runtime/bounds.py``)."""
     def run_described(count, dim, args, shared_bytes=0):
         try:
             run(count, dim, args, shared_bytes)

@@ -22,33 +22,41 @@ the parallel variant catches per chunk and re-runs a failed chunk serially to ra
 exception; other exceptions (e.g. from a NumPy call inside a kernel) may not surface from the
 parallel variant.
 
-How a kernel is translated (details in the modules named):
+How a kernel is translated: the folders of this package are the stages, in order (each folder's
+``__init__.py`` says what its room is for; ``tests/test_layering.py`` holds a stage to importing
+only the stages before it):
 
-1. ``frontend``: read and parse the source (or, without source, rebuild the function from its
-   bytecode: ``sourceless*``), resolve free names (the CUDA module by identity).
-2. ``lowering``: CUDA builtins -> hidden names and helpers (``cudacalls``; warp intrinsics:
-   ``warps``; float16: ``fp16*``; ``math`` gaps: ``mathcalls``; vector types: ``vectors``);
-   device functions that need it are inlined (``inline*``, shapes proven constant by
-   ``constexpr``); globals frozen/imported (``resolve``, record arrays: ``records``).
-3. kernels without barriers or shared memory: ``flatten`` (one flat ``prange`` over all units,
-   with the ``if i < n`` guard hoisted into the loop bounds); others: ``plan`` + ``fission``
-   (``prange`` over cubes, a unit loop per region between barriers and warp exchanges, run-time
-   masks where uniformity is not proven: ``warps_emit``, ``warps_runtime``; uniformity and
-   liveness analyses from ``analysis``, shared/local array shapes as constants there:
-   ``constshapes``; dynamic shared memory: ``dynshared``).
-4. ``codegen`` prints the module; ``codecache`` writes it under its content hash and imports it.
+1. ``frontend/``: read and parse the source (``source.py``; without source, rebuild the function
+   from its bytecode: ``decompiler/``), resolve free names (``resolve.py``: the CUDA module by
+   identity), evaluate constants (``constexpr.py``).
+2. ``lower/``: CUDA builtins -> hidden names and helpers (``lowering.py``, ``cuda_calls.py``; warp
+   intrinsics: ``warps.py``); device functions that need it are inlined (``inline/``).
+3. ``analyze/``: uniformity, liveness and purity (``dataflow.py``); for kernels with barriers or
+   shared memory, the fission plan (``plan.py``: which code runs once per cube, which per unit,
+   between split points); the bounds a unit loop's guards give (``guard_bounds.py``).
+4. ``passes/``: each decides one thing: warp-synchronous regions (``lockstep/``), bounds checks
+   (``bounds/``), privatized atomics, the scan idiom, guarded and interior regions, spans, loop
+   order and stride interchange, demanded lanes, the uniform prologue, constant shapes.
+5. ``emit/``: ``module.py`` prints the module: a barrier-free kernel as one flat ``prange`` over
+   all units (``flat_kernel.py``), others as a ``prange`` over cubes with a unit loop per region
+   (``cube_kernel.py``, ``regions.py``, ``unit_loops.py``, ``warps.py``);
+   ``cache/translations.py`` writes it under its content hash and imports it.
 
-A warm start skips steps 1-4: given the kernel's id, ``build_program`` looks the translation up
-on disk first (``cachekey`` names it, ``codecache`` keeps it sealed with this user's key), and
-only on a miss imports the translator and runs it. (Measured by
+What the generated module imports at run time is ``kernel_runtime/`` (atomics, warp helpers,
+scans, bounds checks, float16, vector types); its digest is in every module's header.
+
+A warm start skips steps 1-5: given the kernel's id, ``build_program`` looks the translation up
+on disk first (``cache/key.py`` names it, ``cache/translations.py`` keeps it sealed with this
+user's key), and only on a miss imports the translator and runs it. (Measured by
 ``benchmarks/bench_launch_modes.py``: the import is 50-60 ms, but most of that is Numba
 initialising what its first cache load needs anyway; skipping import and translation saves
 about 15 ms of CPU time on a warm first launch.)
 
-For speed the translator picks the order units run in (``looporder``, ``stride_interchange``),
-drops work its rules prove needless (``warps_demand``, ``interior``, ``scan_idiom``) and compiles
-a kernel with barriers for the block shape of its first launch (``blockshape``; later shapes
-share one general compile: ``server.py``); each module's docstring states its rule.
+For speed the translator picks the order units run in (``passes/loop_order.py``,
+``passes/stride_interchange.py``), drops work its rules prove needless
+(``passes/demanded_lanes.py``, ``passes/interior.py``, ``passes/scan_idiom.py``) and compiles a
+kernel with barriers for the block shape of its first launch (``emit/block_shape.py``; later
+shapes share one general compile: ``server.py``); each module's docstring states its rule.
 
 What is supported and what is refused is listed in ``SUPPORTED`` below and checked by the tests in
 ``tests/backends/cpu/``.
@@ -63,7 +71,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from numba_cube.backends.cpu import cachekey, codecache
+from numba_cube.backends.cpu.cache import key as cachekey, translations as codecache
 from numba_cube.errors import CompileError
 
 __all__ = ["build_program", "translate", "translate_source", "Translation", "CpuProgram",
@@ -74,51 +82,51 @@ def __getattr__(name: str):
     # The translator proper (codegen and everything it imports) loads on the first translation,
     # not with this module: a warm start that finds its translation cached never needs it.
     if name in ("Unit", "TRANSLATOR_VERSION"):
-        from numba_cube.backends.cpu import codegen
+        from numba_cube.backends.cpu.emit import module as codegen
 
         return getattr(codegen, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 SUPPORTED = """\
-Supported: cuda.threadIdx/blockIdx/blockDim/gridDim .x/.y/.z; cuda.grid(n) and cuda.gridsize(n)
-for n = 1, 2, 3 (tuples for 2 and 3); cuda.warpsize (32), cuda.laneid; cuda.syncthreads() at
-kernel level or inside if/while/for (deep fission; loop bounds from constants, shared/local array
-shapes and pure math of those are uniform: constshapes.py), under if/while conditions the translator
-cannot prove cube-uniform too, checked at run time (units that disagree fail the launch with
-DivergenceError naming the line), and so is a break/continue under such a condition leaving a
-loop that contains a barrier (if failed[0]: break, with failed a shared flag every unit reads
-after a barrier); cuda.syncthreads_count/and/or, also inside expressions;
-warps of 32 lanes by linear thread id: cuda.shfl_sync/shfl_up_sync/shfl_down_sync/shfl_xor_sync,
-all_sync/any_sync/eq_sync/ballot_sync, match_any_sync/match_all_sync, syncwarp(mask),
-activemask(), lanemask_lt(), with CUDA's mask rules checked at run time (warps.py,
-warps_runtime.py); cuda.cg.this_grid().sync() (grid mode: every cube's state is kept across the
-split);
-cuda.shared.array (per cube) and cuda.local.array (per unit) with constant shapes and scalar
-dtypes however numba-cuda accepts them (cuda.float32, numba.float32, numba.types.float32,
-np.float32, 'float32', ...), positional or by keyword (shape=, dtype=, alignment=), and
-cuda.shared.array(0, dtype) (dynamic shared memory, sized by the launch; every declaration, in
-the kernel or its device functions, views the same bytes); the scalar types numba.cuda
-re-exports as casts (cuda.float32(x)); cuda.const.array_like (also ndarray=);
-cuda.atomic.add/sub/max/min/nanmax/nanmin/exch/cas/
-compare_and_swap/and_/or_/xor/inc/dec (real CPU atomics on global arrays, plain read-modify-write
-on shared/local arrays); cuda.threadfence*() and cuda.nanosleep() (no-ops); cuda.selp, cuda.fma,
-cuda.cbrt; cuda.popc/clz/ffs/brev and x.bit_count() (bitops.py); float16 arrays, scalars and
-shared/local arrays with numba-cuda's per-operation rounding, and cuda.fp16.* (half.py, fp16.py,
-fp16_functions.py); math.fmod/remainder/nextafter/modf (mathcalls.py); vector types such as
-cuda.float32x4 (vectors.py); record dtypes in global constant arrays and shared/local arrays
-(records.py, dtypes.py); debug=True exceptions that name the raising unit (raises.py); warp-synchronous memory
-exchange (units of a region reading what others write there without a barrier) run in lockstep
-across the cube, loads of a statement before its stores (lockstep.py); early return (with barriers: later regions skip exited units); per-unit values of any
-type (numbers, array views, tuples) live across barriers; device functions (cuda.jit(device=True),
-with or without signature, cuda.jit kernels called from a kernel, and numba njit functions),
-recursively, translated into the same module, and inlined where they declare shared memory,
-call barriers or take compile-time arguments (cuda.atomic.add, device functions, dtypes,
-shapes; *args); nested functions (closures); array shapes from literals, module or closure
-constants and local names assigned once; math.*, NumPy functions and scalar types; global scalar/tuple constants and small global
-arrays frozen into the generated text; the numba.cuda simulator's module; numba-cuda-mlir's
-dialect (from numba_cuda_mlir import cuda: its builtins, its copies of Numba's type objects and
-its cuda.jit dispatchers; kernel/dialects.py).
+Supported: cuda.threadIdx/blockIdx/blockDim/gridDim .x/.y/.z; cuda.grid(n) and cuda.gridsize(n) for
+n = 1, 2, 3 (tuples for 2 and 3); cuda.warpsize (32), cuda.laneid; cuda.syncthreads() at kernel
+level or inside if/while/for (deep fission; loop bounds from constants, shared/local array shapes
+and pure math of those are uniform: passes/const_shapes.py), under if/while conditions the
+translator cannot prove cube-uniform too, checked at run time (units that disagree fail the launch
+with DivergenceError naming the line), and so is a break/continue under such a condition leaving a
+loop that contains a barrier (if failed[0]: break, with failed a shared flag every unit reads after
+a barrier); cuda.syncthreads_count/and/or, also inside expressions; warps of 32 lanes by linear
+thread id: cuda.shfl_sync/shfl_up_sync/shfl_down_sync/shfl_xor_sync,
+all_sync/any_sync/eq_sync/ballot_sync, match_any_sync/match_all_sync, syncwarp(mask), activemask(),
+lanemask_lt(), with CUDA's mask rules checked at run time (lower/warps.py, kernel_runtime/warps.py);
+cuda.cg.this_grid().sync() (grid mode: every cube's state is kept across the split);
+cuda.shared.array (per cube) and cuda.local.array (per unit) with constant shapes and scalar dtypes
+however numba-cuda accepts them (cuda.float32, numba.float32, numba.types.float32, np.float32,
+'float32', ...), positional or by keyword (shape=, dtype=, alignment=), and cuda.shared.array(0,
+dtype) (dynamic shared memory, sized by the launch; every declaration, in the kernel or its device
+functions, views the same bytes); the scalar types numba.cuda re-exports as casts (cuda.float32(x));
+cuda.const.array_like (also ndarray=); cuda.atomic.add/sub/max/min/nanmax/nanmin/exch/cas/
+compare_and_swap/and_/or_/xor/inc/dec (real CPU atomics on global arrays, plain read-modify-write on
+shared/local arrays); cuda.threadfence*() and cuda.nanosleep() (no-ops); cuda.selp, cuda.fma,
+cuda.cbrt; cuda.popc/clz/ffs/brev and x.bit_count() (kernel_runtime/bitops.py); float16 arrays,
+scalars and shared/local arrays with numba-cuda's per-operation rounding, and cuda.fp16.*
+(kernel_runtime/half.py, kernel_runtime/fp16.py, kernel_runtime/fp16_functions.py);
+math.fmod/remainder/nextafter/modf (kernel_runtime/mathcalls.py); vector types such as
+cuda.float32x4 (kernel_runtime/vectors.py); record dtypes in global constant arrays and shared/local
+arrays (frontend/records.py, lower/dtypes.py); debug=True exceptions that name the raising unit
+(lower/raises.py); warp-synchronous memory exchange (units of a region reading what others write
+there without a barrier) run in lockstep across the cube, loads of a statement before its stores
+(passes/lockstep/schedule.py); early return (with barriers: later regions skip exited units);
+per-unit values of any type (numbers, array views, tuples) live across barriers; device functions
+(cuda.jit(device=True), with or without signature, cuda.jit kernels called from a kernel, and numba
+njit functions), recursively, translated into the same module, and inlined where they declare shared
+memory, call barriers or take compile-time arguments (cuda.atomic.add, device functions, dtypes,
+shapes; *args); nested functions (closures); array shapes from literals, module or closure constants
+and local names assigned once; math.*, NumPy functions and scalar types; global scalar/tuple
+constants and small global arrays frozen into the generated text; the numba.cuda simulator's module;
+numba-cuda-mlir's dialect (from numba_cuda_mlir import cuda: its builtins, its copies of Numba's
+type objects and its cuda.jit dispatchers; kernel/dialects.py).
 
 Refused with CompileError (construct + line): a barrier or warp intrinsic in a 'for' loop over
 a range that is not provably cube-uniform; warp-synchronous memory exchange in a loop that units
@@ -152,9 +160,11 @@ class CpuProgram:
     module_name: str
     path: str                 # the generated module's file in the cache directory
     shape: str                # "flat" (barrier-free) or "cube" (fission)
-    #: takes the dynamic shared memory size (int64 bytes) after the geometry (dynshared.py)
+    #: takes the dynamic shared memory size (int64 bytes) after the geometry
+    #: (lower/dynamic_shared.py)
     dynamic_shared: bool = False
-    #: the arrays whose subscripts a ``boundscheck=True`` module checks (``bounds.py``)
+    #: the arrays whose subscripts a ``boundscheck=True`` module checks
+    #: (``passes/bounds/checks.py``)
     bounds_sites: tuple = ()
 
 
@@ -182,8 +192,8 @@ class Translation:
 def translate(py_func, boundscheck: bool = False, fastmath: bool | tuple = False,
               error_model: str = "numpy") -> Translation:
     """Run the translator on ``py_func``: nothing is written or imported but the translator."""
-    from numba_cube.backends.cpu.codegen import Unit
-    from numba_cube.backends.cpu.lockstep import refuses_lockstep
+    from numba_cube.backends.cpu.emit.module import Unit
+    from numba_cube.backends.cpu.passes.lockstep.schedule import refuses_lockstep
 
     unit = Unit(py_func, boundscheck, fastmath, error_model)
     try:
@@ -219,8 +229,8 @@ def build_program(py_func, boundscheck: bool = False, fastmath: bool | tuple = F
     a translation kept on disk by an earlier process be used instead of translating again
     (``cachekey`` lists what else its key covers); without it the kernel is always translated.
     ``block``: the block shape every launch of the program will have. A cube kernel's module is
-    then specialized for it (``blockshape.py``: its dispatchers raise ``ValueError`` when called
-    with another shape); a flat kernel's is the same module either way.
+    then specialized for it (``emit/block_shape.py``: its dispatchers raise ``ValueError`` when
+    called with another shape); a flat kernel's is the same module either way.
     Raises ``CompileError`` for kernels the translator refuses. Nothing is compiled by Numba yet:
     that happens on the first call or ``.compile(signature)`` of either dispatcher.
     """
@@ -238,7 +248,7 @@ def build_program(py_func, boundscheck: bool = False, fastmath: bool | tuple = F
     name = translation.kernel_name
     source = translation.source
     if block is not None and translation.shape == "cube":
-        from numba_cube.backends.cpu.blockshape import for_block
+        from numba_cube.backends.cpu.emit.block_shape import for_block
 
         source = for_block(source, name, block)
     try:

@@ -25,7 +25,7 @@ the text of the numba_cube modules that decide what is compiled (this package an
 the device-count wrapper, the signatures, the IO analysis). A change in any of them is another
 key, so a stale image is never found.
 
-**Integrity** is the CPU cache's (``backends/cpu/numbacache.py``): each entry is
+**Integrity** is the CPU cache's (``backends/cpu/cache/numba_cache.py``): each entry is
 ``<cache dir>/cuda-<key32>.bin``, sealed by ``write_sealed`` (an HMAC with this user's key over
 the entry's key and its bytes) and read back by ``read_sealed``, which deletes a file that fails
 (corrupt, truncated, planted, another user's) before anything parses it; that entry is then
@@ -230,7 +230,7 @@ class DiskCache:
 
     def store(self, key: str, name: str, compiled, image: CodeImage, access: tuple) -> None:
         """Keep ``compiled`` (loaded from ``image``) with its IO ``access`` under ``key``."""
-        from ..cpu.numbacache import write_sealed   # the CPU cache's sealing: one rule for both
+        from numba_cube.backends.cpu.cache.numba_cache import write_sealed   # the CPU cache's sealing: one rule for both
 
         head = json.dumps({"name": name, "kind": image.kind, "entry": image.entry,
                            "max_threads": int(compiled.max_threads),
@@ -249,7 +249,7 @@ class DiskCache:
         """``(CompiledKernel, access)`` of the entry under ``key``, loaded on this device (its
         context current) for arguments of ``kinds`` (``compiler.arg_kinds``), or None: no entry, one that fails verification or does not parse
         (deleted or to be overwritten), or an image the driver refuses."""
-        from ..cpu.numbacache import read_sealed
+        from numba_cube.backends.cpu.cache.numba_cache import read_sealed
 
         try:
             payload = read_sealed(config.cache_root(), self._path(key), self._context(key))

@@ -1,7 +1,19 @@
-"""Fixtures shared by the CPU backend's tests."""
+"""Fixtures shared by the CPU backend's tests, and their helper modules on ``sys.path``.
+
+The tests sit in folders that mirror the backend's stages (``frontend/``, ``lower/``, ...); the
+helper modules they share (``kernels_cases.py``, ``halves.py``, ``warp_cases.py``, ...) stay here,
+and this directory is put on ``sys.path`` so that ``import kernels_cases`` works from any folder.
+"""
+
+import os
+import sys
 
 import numpy as np
 import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
 
 
 @pytest.fixture
