@@ -258,7 +258,7 @@ def launch_host_time():
     # Raw cuLaunchKernel with numba_cube's packed launch (the floor of our launch path), and
     # the event record the general path adds per launch.
     from numba_cube.runtime.server import LaunchRequest
-    from numba_cube.runtime.modes import LaunchMode
+    from numba_cube.runtime.client.modes import LaunchMode
 
     req = LaunchRequest(K4, cube.CubeCount.coerce(1), cube.CubeDim.coerce(32),
                         (ha.binding(), hb.binding(), hc.binding(), np.int64(n)), None, client.stream_id,
@@ -307,7 +307,7 @@ def launch_floor():
     import ctypes
 
     from numba_cube.backends.cuda import launch_call
-    from numba_cube.runtime.modes import LaunchMode
+    from numba_cube.runtime.client.modes import LaunchMode
     from numba_cube.runtime.server import LaunchRequest
 
     client = cube.client(DEVICE)

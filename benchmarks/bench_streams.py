@@ -23,7 +23,7 @@ from common import PeakMemory, Table, median_time, report_memory
 
 import numba_cube as cube
 from numba_cube.backends.cpu.server import CpuBackend, select_threading_layer
-from numba_cube.runtime.channel import ThreadChannel
+from numba_cube.runtime.streams.channel import ThreadChannel
 from numba_cube.runtime.registry import register_backend
 from numba_cube.runtime.server import DeviceServer
 

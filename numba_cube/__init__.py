@@ -35,14 +35,16 @@ from .errors import (BackendNotFound, CaptureError, CompileError, CubeError, Cub
                      UnrecordedFailureWarning, UnsupportedAPIError)
 from .hookspecs import hookimpl
 from .kernel.kernel import Kernel, kernel, set_numba_style_launch as _set_numba_style_launch
-from .runtime.client import Client
-from .runtime.geometry import CubeCount, CubeDim
-from .runtime.handle import Handle
-from .runtime.modes import LaunchMode, dry_run, launch_mode, real_run
-from .runtime.observers import (LaunchEvent, TaskEvent, add_observer, add_task_observer,
-                                remove_observer, remove_task_observer)
-from .runtime.registry import backends, client, connect_plugins as _connect_plugins, use
-from .runtime.streams import StreamId, stream
+from numba_cube.runtime.client.client import Client
+from numba_cube.runtime.launch.geometry import CubeCount, CubeDim
+from numba_cube.runtime.memory.handle import Handle
+from numba_cube.runtime.client.modes import LaunchMode, dry_run, launch_mode, real_run
+from numba_cube.runtime.client.observers import (
+    LaunchEvent, TaskEvent, add_observer, add_task_observer, remove_observer,
+    remove_task_observer,
+)
+from numba_cube.runtime.registry import backends, client, connect_plugins as _connect_plugins, use
+from numba_cube.runtime.streams.identity import StreamId, stream
 
 __version__ = "0.1.0"
 
@@ -52,8 +54,8 @@ __version__ = "0.1.0"
 # from below (tests/test_layering.py keeps the import graph free of cycles). Both imports are
 # deferred to the first call, so `import numba_cube` loads neither Numba nor the plugins.
 def _launch_numba_style(kernel_, count, dim, *args, shared_bytes=0, stream=None) -> None:
-    """``kernel[count, dim](*args)``: the runtime's numba-style launch (``runtime/eager.py``)."""
-    from .runtime.eager import launch_eager
+    """``kernel[count, dim](*args)``: the runtime's numba-style launch (``runtime/client/eager.py``)."""
+    from numba_cube.runtime.client.eager import launch_eager
 
     launch_eager(kernel_, count, dim, *args, shared_bytes=shared_bytes, stream=stream)
 

@@ -35,7 +35,7 @@ A result is only as good as the code it measured, and the key above does not see
 candidate launches (a kernel table filled by a factory, a kernel edited in another module). So
 each result records the kernel ids (``Kernel.id``: the compiled code) its winner launched while
 it was tuned (``TuneResult.launched``), and every call that reuses a result, from memory or from
-disk, watches the winner's launches (``runtime/launch_log.py``): a kernel id it did not launch
+disk, watches the winner's launches (``runtime/client/launch_log.py``): a kernel id it did not launch
 when tuned means the code changed, so the result is dropped (memory and disk) and the key is
 tuned again at once. The call itself has already run the current code, so its outputs are right
 either way; only the choice was stale. Launching *fewer* kernels (a zero-size launch is skipped,
@@ -58,8 +58,8 @@ from . import config
 from .autotune_scratch import scratch_copies
 from .errors import LaunchFailure
 from .progress import progress_bar
-from .runtime.launch_log import record_launches
-from .runtime.modes import real_run, thread_dry_run
+from numba_cube.runtime.client.launch_log import record_launches
+from numba_cube.runtime.client.modes import real_run, thread_dry_run
 
 __all__ = ["Tuner", "autotune", "pow2_bucket", "TuneResult"]
 

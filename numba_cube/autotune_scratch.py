@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .runtime.handle import Handle
-from .runtime.memory import ALIGNMENT
+from numba_cube.runtime.memory.handle import Handle
+from numba_cube.runtime.memory.pool import ALIGNMENT
 
 __all__ = ["scratch_copies"]
 

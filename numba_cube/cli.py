@@ -1,6 +1,7 @@
 """``python -m numba_cube`` (also the ``numba-cube`` script): ``demo`` runs a small real pipeline;
 ``info`` reports the setup; ``plugins`` lists plugins as JSON; ``cache info`` and ``cache clear``
-report and prune the disk caches (``cache_admin.py``; printed here); ``--version``.
+report and prune the disk caches (``cache_admin.py``; printed here); ``translate`` shows what the
+CPU translator makes of a kernel (``cli_translate.py``); ``--version``.
 
 ``info`` is to numba_cube what ``numba -s`` is to Numba (``numba/misc/numba_sysinfo.py``): versions,
 backends with their devices and whether they can start (and why not), plugins and where they came
@@ -74,7 +75,7 @@ def collect_info() -> dict:
     errors: list = []
     try:
         from .plugins import plugin_errors, plugin_infos
-        from .runtime.registry import backend_infos
+        from numba_cube.runtime.registry import backend_infos
 
         for name, binfo in sorted(backend_infos().items()):
             reason = binfo.unavailable_reason()
@@ -208,6 +209,17 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                           help="versions, backends and devices, plugins, settings")
     info.add_argument("--json", action="store_true", help="print one JSON object")
     sub.add_parser("plugins", parents=[debug_after], help="the registered plugins, as JSON")
+    translate = sub.add_parser("translate", parents=[debug_after],
+                               help="what the CPU translator makes of a kernel: the generated "
+                                    "module, or its body after a stage (cli_translate.py)")
+    translate.add_argument("kernel", help="FILE.py:KERNEL or MODULE:KERNEL")
+    translate.add_argument("--after", metavar="STAGE", default=None,
+                           help="print the kernel's body after this stage instead of the module "
+                                "(lower, lockstep, privatize, scan_idiom, const_shapes)")
+    translate.add_argument("--without", metavar="PASS", action="append", default=None,
+                           help="switch an optional pass off (repeatable, or comma-separated; "
+                                "as NUMBA_CUBE_DISABLE_PASSES)")
+    translate.add_argument("--boundscheck", action="store_true", help="with bounds checks")
     cache = sub.add_parser("cache", parents=[debug_after],
                            help="the disk caches: compiled kernels, translations, autotune results")
     cache_sub = cache.add_subparsers(dest="cache_command", required=True)
@@ -255,7 +267,7 @@ def _check_device(device: str) -> None:
     here (a failure), before the demo starts: the registry's own errors say what is wrong, these
     also say what to do."""
     from .backends.cuda.probe import simulating
-    from .runtime.registry import backend_infos
+    from numba_cube.runtime.registry import backend_infos
 
     name, colon, index = device.partition(":")
     if colon and not index.isdigit():
@@ -299,6 +311,10 @@ def _run(args) -> int:
         from .cli_run import run_program
 
         return run_program(args.program)
+    if args.command == "translate":
+        from .cli_translate import run_translate_command
+
+        return run_translate_command(args)
     if args.command == "plugins":
         from .plugins import plugin_errors, plugin_infos
 

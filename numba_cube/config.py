@@ -9,9 +9,10 @@ changes. A bad value warns once and falls back to the default instead of breakin
 | NUMBA_CUBE_INSTALL | a pytest session serves ``numba.cuda`` with numba_cube on this device (``cpu``, ...; ``plugins/pytest_numba_cube``) | unset |
 | NUMBA_CUBE_CACHE_DIR | cache directory (generated code, Numba's cache of it, compiled CUDA kernels, autotune.json; ``cache_root()``; ``python -m numba_cube cache info/clear`` reports and prunes it, ``cache_admin.py``) | platformdirs' user cache dir (``~/.cache/numba_cube``) |
 | NUMBA_CUBE_BOUNDSCHECK | bounds-check CPU kernels (IndexError becomes a launch failure); Numba's ``NUMBA_BOUNDSCHECK`` wins when set (``boundscheck_forced``) | 1 (``BOUNDSCHECK_DEFAULT``) |
+| NUMBA_CUBE_DISABLE_PASSES | comma-separated optional passes of the CPU translator to switch off (``backends/cpu/passes/__init__.py``: ``OPTIONAL_PASSES``), to bisect a wrong answer to a pass; the kernel computes the same, slower; part of the translation's key | unset |
 | NUMBA_CUBE_MAX_TASKS | queued launches per stream before it executes | 32 |
 | NUMBA_CUBE_STREAM_WORKERS | most worker threads running a host device's streams (CPU backend) | twice the CPUs, at least 4 |
-| NUMBA_CUBE_INLINE_US | a host-backend launch whose kernel last ran at most this many microseconds runs on the issuing thread (``runtime/warm_host.py``); 0 queues every launch to a stream worker | 200 |
+| NUMBA_CUBE_INLINE_US | a host-backend launch whose kernel last ran at most this many microseconds runs on the issuing thread (``runtime/launch/warm_host.py``); 0 queues every launch to a stream worker | 200 |
 | NUMBA_CUBE_SERIAL_UNITS | set: below this many units a CPU launch runs the serial twin, from there the parallel one (a fixed rule); unset: each kernel's own timed runs choose (``backends/cpu/twin_choice.py``) | unset |
 | NUMBA_CUBE_DEPENDENCY_RULE | ``hazard`` (read/write sets) or ``baseline`` (any shared buffer) | hazard |
 | NUMBA_CUBE_AUTOTUNE_CACHE | 0 turns the on-disk autotune cache off | 1 |
@@ -51,7 +52,7 @@ PREFIX = "NUMBA_CUBE_"
 
 VARIABLES = (
     "NUMBA_CUBE_DEVICE", "NUMBA_CUBE_CACHE_DIR", "NUMBA_CUBE_BOUNDSCHECK", "NUMBA_CUBE_MAX_TASKS",
-    "NUMBA_CUBE_SERIAL_UNITS", "NUMBA_CUBE_DEPENDENCY_RULE", "NUMBA_CUBE_AUTOTUNE_CACHE",
+    "NUMBA_CUBE_DISABLE_PASSES", "NUMBA_CUBE_SERIAL_UNITS", "NUMBA_CUBE_DEPENDENCY_RULE", "NUMBA_CUBE_AUTOTUNE_CACHE",
     "NUMBA_CUBE_DISABLE_PLUGIN_AUTOLOAD", "NUMBA_CUBE_PROFILE_LOG", "NUMBA_CUBE_CUDA_DYNAMIC_COUNT",
     "NUMBA_CUBE_STREAM_WORKERS", "NUMBA_CUBE_INLINE_US", "NUMBA_CUBE_DEBUG", "NUMBA_CUBE_NVTX",
     "NUMBA_CUBE_INSTALL",

@@ -25,7 +25,7 @@ import numpy as np
 from numba import cuda
 
 from . import CubeCount, autotune, dry_run, errors, kernel, pow2_bucket
-from .runtime.registry import client as get_client
+from numba_cube.runtime.registry import client as get_client
 
 TPB = 256
 MAX_TPB = 1024

@@ -50,7 +50,7 @@ Which input raises what (the device keeps working after each):
 
 A launch that fails and writes no buffer has nowhere to record its failure: a numba-style launch
 raises it at the call; ``client.launch`` reports it as an ``UnrecordedFailureWarning`` (see
-``runtime/outcomes.py``), which ``-W error::numba_cube.UnrecordedFailureWarning`` makes fatal.
+``runtime/ledger/outcomes.py``), which ``-W error::numba_cube.UnrecordedFailureWarning`` makes fatal.
 """
 
 from __future__ import annotations
@@ -308,7 +308,7 @@ class UnrecordedFailureWarning(CubeWarning, RuntimeWarning):
 
     ``failure`` is the ``LaunchFailure`` (``.root``, ``.kernel_id``) a read would have raised.
     Issued on the launching thread at its next ``read``/``read_many``/``sync_buffers``/``sync``,
-    or at any thread's next ``sync()`` (``runtime/outcomes.py`` says why).
+    or at any thread's next ``sync()`` (``runtime/ledger/outcomes.py`` says why).
     """
 
     def __init__(self, message: str, failure: LaunchFailure | None = None):

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from .backends.base import BACKEND_API_VERSION
 from .errors import BackendNotFound
-from .runtime import registry
+from numba_cube.runtime import registry
 
 __all__ = ["BUILTIN", "make_register", "drop_backends_of", "version_refusal"]
 

@@ -38,7 +38,8 @@ import pluggy
 
 from . import config, hookspecs
 from .plugin_backends import BUILTIN, drop_backends_of, make_register
-from .runtime import observers, registry
+from numba_cube.runtime.client import observers
+from numba_cube.runtime import registry
 
 __all__ = ["get_plugin_manager", "plugin_errors", "plugin_sources", "plugin_infos",
            "reset_plugin_manager", "notify_client_created"]

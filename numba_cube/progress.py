@@ -7,7 +7,7 @@ else (piped, redirected, in CI, or without tqdm) ``progress_bar`` returns a bar 
 nothing, so logs and captured output never carry control characters.
 
 ``DeferredCounter`` is for work whose size is not known in advance and is usually small (the
-launches a dry run compiles, counted by ``runtime/modes.py``): it counts, and draws a counter
+launches a dry run compiles, counted by ``runtime/client/modes.py``): it counts, and draws a counter
 only once the count passes a threshold, so a dry run of two kernels never flashes a bar.
 """
 

@@ -1,7 +1,7 @@
 """Helpers for tests of code that uses numba_cube.
 
 ``launched()`` is the issuing thread's log of kernel ids it launched (gate 3 of a launch, kept by
-``runtime/launch_log.py`` and re-exported here): cheap, always on, and per thread so parallel
+``runtime/client/launch_log.py`` and re-exported here): cheap, always on, and per thread so parallel
 tests do not see each other's launches. ``take_turns`` issues a multi-threaded program in one
 global order; ``PythonBackend`` and ``register_python_backend`` give tests a backend whose
 kernels are plain Python functions.
@@ -12,7 +12,9 @@ from __future__ import annotations
 import threading
 
 from .backends.base import HostBackend as _HostBackend
-from .runtime.launch_log import clear_launched, launched, note_launch, record_launches
+from numba_cube.runtime.client.launch_log import (
+    clear_launched, launched, note_launch, record_launches,
+)
 
 __all__ = ["launched", "clear_launched", "note_launch", "record_launches", "take_turns",
            "PythonBackend", "register_python_backend"]
@@ -104,9 +106,9 @@ class PythonBackend(_HostBackend):
 def register_python_backend(name: str = "pytest", *, inline: bool = False, max_tasks: int = 32,
                             baseline_rule: bool = False) -> None:
     """Register ``PythonBackend`` as backend ``name`` (devices ``name:0``, ``name:1``, ...)."""
-    from .runtime.channel import InlineChannel, ThreadChannel
-    from .runtime.registry import register_backend
-    from .runtime.server import DeviceServer
+    from numba_cube.runtime.streams.channel import InlineChannel, ThreadChannel
+    from numba_cube.runtime.registry import register_backend
+    from numba_cube.runtime.server import DeviceServer
 
     def factory(index):
         device = f"{name}:{index}"

@@ -18,7 +18,7 @@ import pytest
 import numba_cube as cube
 from numba_cube import plugins
 from numba_cube.plugins import get_plugin_manager, plugin_errors, plugin_infos, plugin_sources, reset_plugin_manager
-from numba_cube.runtime import observers
+from numba_cube.runtime.client import observers
 from numba_cube.runtime.registry import backend_infos
 from numba_cube.testing import PythonBackend
 
@@ -27,7 +27,7 @@ def _python_factory(name):
     """``factory(index)`` of a backend that runs kernels as plain Python (``PythonBackend``)."""
 
     def factory(index):
-        from numba_cube.runtime.channel import ThreadChannel
+        from numba_cube.runtime.streams.channel import ThreadChannel
         from numba_cube.runtime.server import DeviceServer
 
         device = f"{name}:{index}"

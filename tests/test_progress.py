@@ -151,7 +151,7 @@ def test_dry_run_of_a_few_kernels_draws_nothing(tmp_path, kernel_cache):
     """A dry run of as many launches as ``DRY_RUN_BAR_AFTER`` (3) draws nothing, even on a
     terminal: a bar that flashes for a handful of compiles is noise."""
     pytest.importorskip("tqdm")
-    from numba_cube.runtime.modes import DRY_RUN_BAR_AFTER
+    from numba_cube.runtime.client.modes import DRY_RUN_BAR_AFTER
 
     env = _env(tmp_path, NUMBA_CUBE_CACHE_DIR=str(kernel_cache))
     rc, drawn = _on_a_terminal(env, "-c", _DRY_RUN, str(DRY_RUN_BAR_AFTER))

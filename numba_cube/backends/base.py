@@ -8,7 +8,7 @@ server and never re-implements the ledger, the gates or the mode decision:
 
 - ``HostBackend``: for backends whose kernels run on host threads (the built-in CPU backend, the
   CUDA-simulator plugin): allocate bytes, view them as arrays, compile a kernel for an argument
-  signature, run a compiled kernel. The runtime adapts it (``runtime/host_mechanism.py``) with
+  signature, run a compiled kernel. The runtime adapts it (``runtime/launch/host_mechanism.py``) with
   per-stream worker threads, a two-level compile cache and software graphs.
 - ``DeviceMechanism``: the whole mechanism of a device, for backends whose work runs elsewhere
   (the CUDA backend, ``backends/cuda/mechanism.py``): bind a launch (compile, read and write sets),
@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ..runtime.memory import ALIGNMENT
+from numba_cube.runtime.memory.pool import ALIGNMENT
 
 __all__ = ["HostBackend", "DeviceMechanism", "BACKEND_API_VERSION"]
 
@@ -78,10 +78,10 @@ class HostBackend(abc.ABC):
 
     def foreign_memory(self, obj: Any) -> Any:
         """How to bind ``obj``, a launch argument that is no ``Handle`` but another library's
-        array, without a copy: a ``numba_cube.runtime.borrowed.ForeignMemory`` describing the
+        array, without a copy: a ``numba_cube.runtime.memory.borrowed.ForeignMemory`` describing the
         allocation that holds it and the view (``describe_host_array`` makes one for NumPy
         memory), or ``None``: the backend does not adopt ``obj`` and the launch refuses it as
-        unsupported. The runtime does the rest (``runtime/borrowed.py``: one memory id per
+        unsupported. The runtime does the rest (``runtime/memory/borrowed.py``: one memory id per
         allocation, bounds, lifetime, frees). Called on the issuing thread, so it only reads
         ``obj``. The default adopts nothing."""
         return None
@@ -120,7 +120,7 @@ class DeviceMechanism(abc.ABC):
       once: the compile failure or what to run, ``reads``/``writes`` (ledger regions) and
       ``read_mems``/``write_mems`` (memory ids), and ``error`` (the compile failure or None). The
       server caches it under ``bound_launch_key`` and drops it when a buffer it binds is freed;
-    - a *dispatch* (``runtime/dispatch.py``'s ``Recorded``): a bound launch resolved for one launch
+    - a *dispatch* (``runtime/launch/dispatch.py``'s ``Recorded``): a bound launch resolved for one launch
       (its scalars, geometry, stream), what a task runs and a capture records;
     - a *task* (the executor's): what the hazard tracker orders and the executor runs.
     """
@@ -136,7 +136,7 @@ class DeviceMechanism(abc.ABC):
     strided_host_writes: bool = True
 
     #: Interop seams, None where the device has none (set by ``attach``): ``adopt_foreign(obj)
-    #: -> Handle | None`` binds another library's array without a copy (``runtime/arguments.py``
+    #: -> Handle | None`` binds another library's array without a copy (``runtime/launch/arguments.py``
     #: asks it for an argument that is not a handle), ``cuda_array_interface(handle) -> dict``
     #: exports a handle (``Handle.__cuda_array_interface__``); ``dlpack_exporter`` (``device()``,
     #: ``check_request(...)``, ``export(handle, max_version)``: ``backends/cuda/dlpack_export.py``)
@@ -158,7 +158,7 @@ class DeviceMechanism(abc.ABC):
     def attach(self, server) -> Any:
         """Bind the server's public state; return the executor of the device's streams: an object
         with ``enqueue(task, deps)``, ``flush(stream)``, ``flush_tasks(tasks)``, ``flush_all() ->
-        tails`` and ``stream_ids()`` (``runtime/host_streams.py`` is the reference). Called once,
+        tails`` and ``stream_ids()`` (``runtime/streams/host_streams.py`` is the reference). Called once,
         from the server's constructor."""
 
     @abc.abstractmethod
@@ -198,7 +198,7 @@ class DeviceMechanism(abc.ABC):
     @abc.abstractmethod
     def allocate(self, nbytes: int) -> Any:
         """Fresh device memory of ``nbytes`` bytes, aligned to the pool alignment (the pool,
-        ``runtime/memory.py``, is the only caller)."""
+        ``runtime/memory/pool.py``, is the only caller)."""
 
     @abc.abstractmethod
     def release(self, memory: Any) -> None:
@@ -279,5 +279,5 @@ class DeviceMechanism(abc.ABC):
 
     @abc.abstractmethod
     def graph(self, stream, recorded: list, memory_ids: frozenset):
-        """The graph (``runtime/capture.py``'s ``Graph`` or a subclass) a sealed recording of
+        """The graph (``runtime/graphs/capture.py``'s ``Graph`` or a subclass) a sealed recording of
         dispatches becomes."""

@@ -26,7 +26,7 @@ from dask.sizeof import sizeof
 from distributed.protocol import dask_deserialize, dask_serialize
 
 from numba_cube.errors import LaunchFailure
-from numba_cube.runtime.handle import Handle
+from numba_cube.runtime.memory.handle import Handle
 
 
 class FailedChunk:

@@ -21,7 +21,7 @@ import numpy as np
 
 import numba_cube as cube
 from numba_cube.errors import CubeError
-from numba_cube.runtime.handle import Handle
+from numba_cube.runtime.memory.handle import Handle
 
 from .chunks import array_chunk
 from .kernels import TravellingKernel

@@ -28,8 +28,8 @@ import math
 import numpy as np
 
 from ..errors import UnsupportedAPIError
-from ..runtime.handle import Handle
-from ..runtime.layout import contiguity
+from numba_cube.runtime.memory.handle import Handle
+from numba_cube.runtime.memory.layout import contiguity
 from .state import layer_client
 
 __all__ = ["DeviceNDArray", "device_view"]

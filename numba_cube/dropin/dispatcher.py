@@ -36,7 +36,7 @@ from numba.cuda.core import sigutils
 from numba.cuda.dispatcher import CUDADispatcher
 
 from ..errors import UnsupportedAPIError
-from ..runtime.handle import Handle
+from numba_cube.runtime.memory.handle import Handle
 from .devicearray import DeviceNDArray
 from .state import INSTALLED, layer_client, note_launched
 from .streams import stream_id_of

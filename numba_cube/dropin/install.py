@@ -45,7 +45,7 @@ def install(device: str = "cpu", **client_options) -> None:
                            "simulator (NUMBA_ENABLE_CUDASIM=1): unset the variable")
     import numba.cuda as cuda_module
 
-    from ..runtime.registry import client as make_client
+    from numba_cube.runtime.registry import client as make_client
     from . import dispatcher, exports
     from .state import set_layer_client
 

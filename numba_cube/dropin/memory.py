@@ -20,7 +20,7 @@ import contextlib
 import numpy as np
 
 from ..errors import UnsupportedAPIError
-from ..runtime.handle import Handle
+from numba_cube.runtime.memory.handle import Handle
 from .devicearray import DeviceNDArray, device_view
 from .state import layer_client
 from .streams import client_for

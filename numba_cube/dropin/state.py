@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 from weakref import ref as _ref
 
-from ..runtime.handle import Handle
+from numba_cube.runtime.memory.handle import Handle
 
 __all__ = ["layer_client", "set_layer_client", "note_launched", "take_pending",
            "raise_pending_failures", "MAX_PENDING", "INSTALLED"]

@@ -24,7 +24,7 @@ import itertools
 import time
 
 from ..errors import StreamIdError, UnsupportedAPIError
-from ..runtime.streams import StreamId
+from numba_cube.runtime.streams.identity import StreamId
 from .state import layer_client, raise_pending_failures, take_pending
 
 __all__ = ["Stream", "Event", "stream", "default_stream", "legacy_default_stream",

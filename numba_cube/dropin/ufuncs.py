@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import UnsupportedAPIError
-from ..runtime.handle import Handle
+from numba_cube.runtime.memory.handle import Handle
 from .devicearray import DeviceNDArray
 from .memory import device_array, to_device
 

@@ -52,7 +52,7 @@ _NOT_A_KERNEL = {inspect.CO_GENERATOR: "generator", inspect.CO_ASYNC_GENERATOR: 
                  inspect.CO_COROUTINE: "coroutine", inspect.CO_ITERABLE_COROUTINE: "coroutine"}
 
 # What `kernel[count, dim](*args)` calls. The numba-style launch belongs to the runtime
-# (runtime/eager.py), a layer above this one (it needs clients and copies host arrays), so it is
+# (runtime/client/eager.py), a layer above this one (it needs clients and copies host arrays), so it is
 # handed in by numba_cube/__init__.py instead of imported from here.
 _numba_style_launch: Callable | None = None
 
@@ -115,7 +115,7 @@ class Kernel:
         #: inspection tools (``d.inspect_asm()``, ``d.overloads``) see what numba_cube launched
         self.dispatcher = fn if not options and _is_cuda_dispatcher(fn) else None
         #: numba-cuda's launch-time argument converters (``cuda.jit(extensions=...)``), run by
-        #: numba-style launches (``runtime/eager.py``); None without any
+        #: numba-style launches (``runtime/client/eager.py``); None without any
         self.extensions = launch_extensions(fn, options)
         self.name = name or self.py_func.__name__
         sig = inspect.signature(self.py_func)
@@ -192,7 +192,7 @@ class Kernel:
         """``kernel[count, dim](*args)``: numba-style launch on the current client (``cube.use``);
         ``kernel[count, dim, stream]`` launches on ``stream`` (a ``cube.StreamId``; ``0`` or
         ``None``: the launch's usual stream; a numba-cuda or CuPy stream object is synchronized
-        first; ``runtime/eager.py`` says why),
+        first; ``runtime/client/eager.py`` says why),
         ``kernel[count, dim, stream, shared_bytes]`` also sizes its dynamic shared memory, as in
         numba.cuda."""
         if not isinstance(config, tuple) or len(config) not in (2, 3, 4):

@@ -10,7 +10,7 @@ A name ``cuda.jit`` does not know is an ``OptionError`` (a ``TypeError``, as for
 keyword argument) naming it. ``device=True`` (a device function is not a kernel) is a
 ``CompileError``. ``extensions`` (argument converters numba-cuda runs at each launch) are not a
 compile option: they change no code, so they are kept apart (``launch_extensions``) and run by
-the numba-style launch (``runtime/eager.py``), as numba-cuda runs them.
+the numba-style launch (``runtime/client/eager.py``), as numba-cuda runs them.
 
 Which backend honours what: ``backends/cuda/compiler.py`` passes them to ``cuda.jit`` (refusing
 ``boundscheck=True``, as numba-cuda does: ``jit_options``);

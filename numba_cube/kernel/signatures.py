@@ -109,7 +109,7 @@ def _converter(kernel_name: str, name: str, b, want, chosen):
     from numba.core import types
     from numba.np import numpy_support
 
-    from ..runtime.composite import COMPOSITE_TYPES, TupleArg
+    from numba_cube.runtime.launch.composite import COMPOSITE_TYPES, TupleArg
 
     if hasattr(b, "memory_id") or (type(b) in COMPOSITE_TYPES and type(b) is not TupleArg):
         return None
@@ -126,7 +126,7 @@ def _convert(kernel_name: str, name: str, b, want, chosen):
     from numba.core import types
     from numba.np import numpy_support
 
-    from ..runtime.composite import COMPOSITE_TYPES, TupleArg
+    from numba_cube.runtime.launch.composite import COMPOSITE_TYPES, TupleArg
 
     if hasattr(b, "memory_id"):
         if not (isinstance(want, types.Array) and want.ndim == len(b.shape)
@@ -166,8 +166,8 @@ def launch_types(bound: tuple) -> tuple:
     ``types.Array(D, N, L)``, its layout L ("C", "F" or "A") from its strides as ``numba.typeof``
     gives it for the same NumPy array (``Binding.layout``), so declared signatures
     (``float64[::1, :]``) match as in numba-cuda; a scalar the type of its NumPy type, a
-    composite (a tuple, a record, an enum member, a date: ``runtime/composite.py``) its own."""
-    from ..runtime.composite import leaf_type
+    composite (a tuple, a record, an enum member, a date: ``runtime/launch/composite.py``) its own."""
+    from numba_cube.runtime.launch.composite import leaf_type
 
     return tuple(leaf_type(b) for b in bound)
 

@@ -27,7 +27,7 @@ from typing import Callable
 
 from .. import config
 from ..errors import BackendNotFound, OptionError
-from .client import Client, entered_client
+from numba_cube.runtime.client.client import Client, entered_client
 
 __all__ = ["register_backend", "unregister_backend", "owned_backends", "backend_infos", "backends",
            "client", "use", "current_client", "connect_plugins", "BackendInfo"]

@@ -5,12 +5,12 @@ dependency state, its capture windows and its failure ledger. What it does to th
 of a *mechanism* it holds (``backends/base.py``'s declared ``DeviceMechanism``: compile and bind a
 launch, dispatch it, memory, copies, the executor of streams and events, graphs): the CUDA
 backend supplies one (``backends/cuda/mechanism.py``), and a ``HostBackend`` (the CPU backend, the
-simulator) is adapted by the runtime's ``HostMechanism`` (``host_mechanism.py``). No backend
+simulator) is adapted by the runtime's ``HostMechanism`` (``launch/host_mechanism.py``). No backend
 subclasses this server. Every ``op_*`` method runs on the device's channel (one at a time, see
-``channel.py``); stream work runs later on the executor and touches only the ledger (locked) and
+``streams/channel.py``); stream work runs later on the executor and touches only the ledger (locked) and
 memory it was handed. Its parts that stand on their own are mixed in from their modules: the
-memory table (``memory_table.py``), the capture operations (``capture.py``) and where launch
-outcomes go (``outcomes.py``).
+memory table (``memory/table.py``), the capture operations (``graphs/capture.py``) and where launch
+outcomes go (``ledger/outcomes.py``).
 
 A launch, in the order of CONTRACT.md section 1.2:
 
@@ -21,13 +21,13 @@ A launch, in the order of CONTRACT.md section 1.2:
 3. a SKIP launch (dry run) ends here: nothing claimed, no dependency, no memory touched;
 4. read and write sets (the bound launch's), dependencies from the hazard tracker, then a task
    that opens the execute scope when it runs. A compile failure, or a geometry beyond CUDA's
-   launch limits (``geometry.py``; what the CUDA driver refuses is refused on every backend),
+   launch limits (``launch/geometry.py``; what the CUDA driver refuses is refused on every backend),
    becomes a task that goes through ``failed_writing`` *in stream order*, so that earlier work
    on the same buffers cannot overwrite it, while ``check`` already knows about it
    (``Task.failure_hint``).
 
 A failure no buffer can carry (the launch writes none) goes to the launch's own outcome when its
-caller waits for it, else to the device's log of unrecorded failures (``outcomes.py``): the
+caller waits for it, else to the device's log of unrecorded failures (``ledger/outcomes.py``): the
 dispatch reports it through ``Recorded.report``, which the mechanism asks of ``reporter``.
 """
 
@@ -42,19 +42,19 @@ import numpy as np
 from .. import config
 from ..backends.base import DeviceMechanism
 from ..errors import DeviceFault
-from .capture import CaptureOps
-from .channel import ForkedChannel
-from .exclusive import ExclusiveGate
-from .handle import Binding
-from .hazards import HazardTracker
-from .host_mechanism import HostMechanism
-from .ledger import Failure, Ledger
-from .pending import UNRESOLVED
-from .memory import MemoryPool
-from .memory_table import MemoryTable
-from .modes import LaunchMode
-from .outcomes import LaunchRouting, UnrecordedFailures
-from .requests import LaunchRequest, refused_launch_text
+from numba_cube.runtime.graphs.capture import CaptureOps
+from numba_cube.runtime.streams.channel import ForkedChannel
+from numba_cube.runtime.client.exclusive import ExclusiveGate
+from numba_cube.runtime.memory.handle import Binding
+from numba_cube.runtime.streams.hazards import HazardTracker
+from numba_cube.runtime.launch.host_mechanism import HostMechanism
+from numba_cube.runtime.ledger.ledger import Failure, Ledger
+from numba_cube.runtime.ledger.pending import UNRESOLVED
+from numba_cube.runtime.memory.pool import MemoryPool
+from numba_cube.runtime.memory.table import MemoryTable
+from numba_cube.runtime.client.modes import LaunchMode
+from numba_cube.runtime.ledger.outcomes import LaunchRouting, UnrecordedFailures
+from numba_cube.runtime.launch.requests import LaunchRequest, refused_launch_text
 
 # LaunchRequest and ExclusiveGate are re-exported: this is where servers' users find them.
 __all__ = ["DeviceServer", "LaunchRequest", "ExclusiveGate", "MAX_BOUND_LAUNCHES"]
@@ -103,7 +103,7 @@ class DeviceServer(MemoryTable, CaptureOps, LaunchRouting):
         #: the KeyboardInterrupt of a compile that was interrupted and handled (its launch
         #: failed, nothing cached), on its way to the caller (``op_launch``)
         self.handled_interrupt: BaseException | None = None
-        self.unrecorded = UnrecordedFailures(device)   # failures no buffer carries (outcomes.py)
+        self.unrecorded = UnrecordedFailures(device)   # failures no buffer carries (ledger/outcomes.py)
         self.unrecorded.resolve = self.outcome_of
         self.streams = mechanism.attach(self)
         self.pool = MemoryPool(mechanism.allocate, mechanism.release, settle=self._settle)
@@ -115,7 +115,7 @@ class DeviceServer(MemoryTable, CaptureOps, LaunchRouting):
         #: first when nothing observes launches. Bound here once: no layer of ours on that path.
         self.fast_launch = mechanism.warm_launcher()
         # Interop seams, where the mechanism has them (the client and handles look them up:
-        # ``arguments.py``, ``handle.py``).
+        # ``launch/arguments.py``, ``memory/handle.py``).
         self.synchronize_foreign = mechanism.synchronize_foreign
         if mechanism.adopt_foreign is not None:
             self.adopt_foreign = mechanism.adopt_foreign
@@ -335,7 +335,7 @@ class DeviceServer(MemoryTable, CaptureOps, LaunchRouting):
     def failure_of(self, b: Binding, waited: bool = True) -> Failure | None:
         """The failure a reader of ``b`` reports, after waiting for the writers it is ordered
         after (``waited``): claims still in flight belong to launches it is not ordered with, and
-        are not failures (yet). ``Pending`` states on ``b`` (``pending.py``) are resolved here,
+        are not failures (yet). ``Pending`` states on ``b`` (``ledger/pending.py``) are resolved here,
         under the device lock (no launch may renew one meanwhile); after a wait they are decided
         (waiting for one whose completion the bookkeeping missed), else they count while their
         launch is not known complete as a claim in flight does."""
@@ -351,7 +351,7 @@ class DeviceServer(MemoryTable, CaptureOps, LaunchRouting):
         return None
 
     def outcome_of(self, node, wait: bool = True):
-        """The failure of a launch's ``Pending`` state (``pending.py``), None if clean, or
+        """The failure of a launch's ``Pending`` state (``ledger/pending.py``), None if clean, or
         ``UNRESOLVED`` (not ``wait``, and its launch not known complete): what a caller that
         waited for the launch (``launch_and_wait``) or a report of the unrecorded log asks."""
         with self.channel.lock:

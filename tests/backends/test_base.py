@@ -19,13 +19,13 @@ from numba import cuda
 import numba_cube as cube
 from numba_cube.backends.base import DeviceMechanism
 from numba_cube.errors import LaunchFailure
-from numba_cube.runtime.capture import Graph
-from numba_cube.runtime.channel import InlineChannel
-from numba_cube.runtime.dispatch import Recorded, regions_of, run_recorded
-from numba_cube.runtime.handle import Binding
-from numba_cube.runtime.host_streams import Task
+from numba_cube.runtime.graphs.capture import Graph
+from numba_cube.runtime.streams.channel import InlineChannel
+from numba_cube.runtime.launch.dispatch import Recorded, regions_of, run_recorded
+from numba_cube.runtime.memory.handle import Binding
+from numba_cube.runtime.streams.host_streams import Task
 from numba_cube.runtime.registry import register_backend
-from numba_cube.runtime.requests import refusal_of
+from numba_cube.runtime.launch.requests import refusal_of
 from numba_cube.runtime.server import DeviceServer
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ctypes
 
 from numba_cube.backends.cuda.error_slots import ErrorSlots, SlotRun
-from numba_cube.runtime.pending import UNRESOLVED
+from numba_cube.runtime.ledger.pending import UNRESOLVED
 
 
 class _Api:

@@ -17,7 +17,7 @@ from numba_cube.backends.cuda.compiler import arg_kinds, numba_types
 from numba_cube.backends.cuda.driver import Driver
 from numba_cube.backends.cuda.packed_launch import (ArgLayout, CompiledKernel, PackedLaunch, ParamBlock,
                                                     scalar_format)
-from numba_cube.runtime.handle import Binding
+from numba_cube.runtime.memory.handle import Binding
 
 pytest.importorskip("numba_cuda")
 

@@ -74,7 +74,7 @@ def test_no_matching_signature_is_a_type_error(r):
 def test_tuple_items_are_converted_to_the_declared_tuple(r):
     """A tuple of Python ints for a declared UniTuple(int32, 2) arrives as int32 items (numba
     converts each member), in a tuple again."""
-    from numba_cube.runtime.composite import TupleArg
+    from numba_cube.runtime.launch.composite import TupleArg
 
     sig = types.void(F64_1D, types.UniTuple(types.int32, 2), types.int32)
     out = _declared(sig).convert("k", ("r", "x", "y"),
@@ -88,8 +88,8 @@ def test_record_resolves_against_a_declared_record(r):
     signature of another record dtype."""
     import numba
 
-    from numba_cube.runtime.composite import RecordRef
-    from numba_cube.runtime.handle import Binding
+    from numba_cube.runtime.launch.composite import RecordRef
+    from numba_cube.runtime.memory.handle import Binding
 
     dtype = np.dtype([("a", np.float64), ("b", np.int32)], align=True)
     other = np.dtype([("a", np.float32)])
@@ -104,7 +104,7 @@ def test_record_resolves_against_a_declared_record(r):
 
 def test_date_resolves_against_its_unit(r):
     """A datetime64[D] matches a declared NPDatetime('D')."""
-    from numba_cube.runtime.composite import TypedScalar
+    from numba_cube.runtime.launch.composite import TypedScalar
 
     d = TypedScalar(np.datetime64(3, "D"))
     sig = types.void(F64_1D, types.NPDatetime("D"), types.int32)

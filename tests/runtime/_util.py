@@ -31,7 +31,7 @@ def threaded_cpu_client(index: int) -> cube.Client:
     (``ThreadChannel``), for tests of what a device thread does: the built-in ``cpu`` backend
     runs its server on the issuing thread (``InlineChannel``)."""
     from numba_cube.backends.cpu.server import CpuBackend, select_threading_layer
-    from numba_cube.runtime.channel import ThreadChannel
+    from numba_cube.runtime.streams.channel import ThreadChannel
     from numba_cube.runtime.registry import register_backend
     from numba_cube.runtime.server import DeviceServer
 

@@ -4,7 +4,7 @@ A real process, a real SIGINT: the child launches a kernel on the CPU backend wi
 directory, so the launch compiles; a Numba compiler event listener of the child says so on
 stdout when the chosen compiler pass starts, then blocks on its stdin, and the parent sends
 ``SIGINT`` then closes the child's stdin (no sleeps: the child waits in the compile until then).
-A Ctrl-C during a compile is taken when the compile ends (``runtime/interrupts.py``). Pinned
+A Ctrl-C during a compile is taken when the compile ends (``runtime/client/interrupts.py``). Pinned
 (CONTRACT.md section 4.1, README's failure section): ``KeyboardInterrupt`` is raised at the
 launch; a read of the launch's output raises ``LaunchFailure`` whose root is that
 ``KeyboardInterrupt`` (never the buffer's uninitialised bytes); the device stays usable

@@ -148,7 +148,7 @@ def run_program(client, program, init):
 @pytest.fixture(scope="module", params=["inline", "queued"])
 def client(request):
     """The CPU backend twice: as it runs by default (short launches run on the issuing thread:
-    ``runtime/warm_host.py``), and with every launch queued to stream workers
+    ``runtime/launch/warm_host.py``), and with every launch queued to stream workers
     (``NUMBA_CUBE_INLINE_US=0``, its own device), where the streams really run concurrently."""
     if request.param == "inline":
         c = cube.client("cpu")

@@ -8,7 +8,7 @@ import pytest
 
 import numba_cube as cube
 from numba_cube.runtime import registry
-from numba_cube.runtime.channel import InlineChannel
+from numba_cube.runtime.streams.channel import InlineChannel
 from numba_cube.runtime.server import DeviceServer
 from numba_cube.testing import PythonBackend
 

@@ -1,5 +1,5 @@
 """Loops that must reach a steady state without a ``sync()`` (CONTRACT.md section 3, "Freeing";
-``memory.py``, ``hazards.py``, ``host_streams.py``).
+``memory.py``, ``streams/hazards.py``, ``streams/host_streams.py``).
 
 Each test runs a loop a program may run for ever and looks at what the device holds at
 checkpoints: pool bytes, memory ids, live tasks, tracked streams, numba_cube objects. No timings.
@@ -17,7 +17,7 @@ import types
 import numpy as np
 
 import numba_cube as cube
-from numba_cube.runtime.host_streams import Task
+from numba_cube.runtime.streams.host_streams import Task
 
 BLOCK = 64 * 1024           # bytes of one temporary (a size class of its own)
 N = BLOCK // 8

@@ -44,10 +44,10 @@ from numba import types
 from ... import config
 from ...errors import CompileError
 from ...kernel.options import resolve
-from ...runtime.channel import InlineChannel
-from ...runtime.geometry import MAX_DYNAMIC_SHARED_BYTES
-from ...runtime.interrupts import deferred_interrupt
-from ...runtime.server import DeviceServer
+from numba_cube.runtime.streams.channel import InlineChannel
+from numba_cube.runtime.launch.geometry import MAX_DYNAMIC_SHARED_BYTES
+from numba_cube.runtime.client.interrupts import deferred_interrupt
+from numba_cube.runtime.server import DeviceServer
 from ..base import HostBackend
 from numba_cube.backends.cpu.kernel_runtime import bounds as bounds_runtime, fp16
 from numba_cube.backends.cpu.emit import linemarks
@@ -258,7 +258,7 @@ def _compile_twin(kernel, prog, twin: str, sig: tuple, arg_types: tuple):
     dispatcher = prog.serial if twin == "serial" else prog.parallel
     try:
         # A twin compiled at its first choice runs inside a launch, maybe on the main thread:
-        # a Ctrl-C there is taken when Numba is done (runtime/interrupts.py says why).
+        # a Ctrl-C there is taken when Numba is done (runtime/client/interrupts.py says why).
         with deferred_interrupt():
             entry = dispatcher.compile(sig)
     except CompileError:
@@ -340,7 +340,7 @@ def _describing_bounds(run, prog):
 def make_cpu_server(index: int) -> DeviceServer:
     # An InlineChannel: the server runs on the issuing thread, so a short kernel with nothing to
     # wait for runs right there, with no hop to a device thread or a stream worker
-    # (runtime/warm_host.py); longer ones are still queued to stream workers.
+    # (runtime/launch/warm_host.py); longer ones are still queued to stream workers.
     select_threading_layer()
     device = f"cpu:{index}"
     return DeviceServer(device, CpuBackend(), InlineChannel(device),

@@ -71,11 +71,12 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from numba_cube.backends.cpu import passes
 from numba_cube.backends.cpu.cache import key as cachekey, translations as codecache
 from numba_cube.errors import CompileError
 
-__all__ = ["build_program", "translate", "translate_source", "Translation", "CpuProgram",
-           "TRANSLATOR_VERSION", "SUPPORTED"]
+__all__ = ["build_program", "translate", "translate_source", "translate_stages", "Translation",
+           "CpuProgram", "TRANSLATOR_VERSION", "SUPPORTED"]
 
 
 def __getattr__(name: str):
@@ -211,6 +212,26 @@ def translate(py_func, boundscheck: bool = False, fastmath: bool | tuple = False
     return Translation(text, unit.kernel_fn.name, unit.shape, unit.dynamic_shared)
 
 
+def translate_stages(py_func, boundscheck: bool = False) -> dict[str, str]:
+    """The kernel's body as text after each stage of the translator that it goes through
+    (``emit/module.py``: ``STAGES``; a flat kernel has no ``scan_idiom`` or ``const_shapes``
+    stage), ending with the generated module (``"module"``). For reading and bisecting: it
+    honours ``NUMBA_CUBE_DISABLE_PASSES`` like every translation."""
+    from numba_cube.backends.cpu.emit.module import Unit
+    from numba_cube.backends.cpu.passes.lockstep.schedule import refuses_lockstep
+
+    unit = Unit(py_func, boundscheck, record_stages=True)
+    try:
+        unit.generate()
+    except CompileError as exc:
+        if not refuses_lockstep(exc):
+            raise
+        # as ``translate`` does: lockstep through global memory given up where it cannot be kept
+        unit = Unit(py_func, boundscheck, lockstep_parameters=False, record_stages=True)
+        unit.generate()
+    return dict(unit.stages)
+
+
 def translate_source(py_func, boundscheck: bool = False, fastmath: bool | tuple = False,
                      error_model: str = "numpy") -> str:
     """Translate only: the generated module text (no file written, nothing imported)."""
@@ -236,8 +257,11 @@ def build_program(py_func, boundscheck: bool = False, fastmath: bool | tuple = F
     """
     key = translation = None
     if kernel_id is not None:
-        key = cachekey.translation_key(kernel_id, py_func, (bool(boundscheck), fastmath,
-                                                            error_model))
+        options = (bool(boundscheck), fastmath, error_model)
+        switched_off = passes.disabled()         # NUMBA_CUBE_DISABLE_PASSES: another translation
+        if switched_off:
+            options += (tuple(sorted(switched_off)),)
+        key = cachekey.translation_key(kernel_id, py_func, options)
     if key is not None:
         record = codecache.load_translation(key)
         translation = None if record is None else Translation.from_record(record)
@@ -247,7 +271,7 @@ def build_program(py_func, boundscheck: bool = False, fastmath: bool | tuple = F
             codecache.store_translation(key, asdict(translation))
     name = translation.kernel_name
     source = translation.source
-    if block is not None and translation.shape == "cube":
+    if block is not None and translation.shape == "cube" and passes.enabled("block_shape"):
         from numba_cube.backends.cpu.emit.block_shape import for_block
 
         source = for_block(source, name, block)

@@ -14,9 +14,9 @@ import logging
 
 import numpy as np
 
-from ...runtime.composite import COMPOSITE_TYPES
-from ...runtime.dispatch import regions_of
-from ...runtime.handle import Binding
+from numba_cube.runtime.launch.composite import COMPOSITE_TYPES
+from numba_cube.runtime.launch.dispatch import regions_of
+from numba_cube.runtime.memory.handle import Binding
 from .packed_launch import PackedLaunch
 
 __all__ = ["CudaBoundLaunch", "bound_launch_key", "bind_launch"]

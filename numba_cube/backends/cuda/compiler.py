@@ -53,7 +53,7 @@ from ... import config
 from ...errors import CompileError
 from ...kernel.options import resolve
 from ...kernel.signatures import launch_types
-from ...runtime.composite import RecordRef
+from numba_cube.runtime.launch.composite import RecordRef
 from .exception_codegen import compiling
 from .kernel_exceptions import KernelErrors, for_kernel
 from .packed_launch import ArgLayout, CompiledKernel, flat_leaves

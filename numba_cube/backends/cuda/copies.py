@@ -19,9 +19,9 @@ import threading
 import numpy as np
 
 from ...errors import LaunchArgumentError
-from ...runtime.handle import Binding
-from ...runtime.layout import from_extent, host_staging
-from ...runtime.ledger import Failure
+from numba_cube.runtime.memory.handle import Binding
+from numba_cube.runtime.memory.layout import from_extent, host_staging
+from numba_cube.runtime.ledger.ledger import Failure
 from .driver_errors import CudaError
 from .tasks import CudaTask
 

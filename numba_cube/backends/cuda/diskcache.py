@@ -58,7 +58,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ... import cache_layout, config
-from ...runtime.handle import Binding
+from numba_cube.runtime.memory.handle import Binding
 from .driver_errors import CudaError
 
 __all__ = ["CodeImage", "CachedCode", "DiskCache", "entry_key", "refusal", "backend_digest",

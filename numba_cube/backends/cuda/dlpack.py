@@ -32,7 +32,7 @@ import ctypes
 import numpy as np
 
 from ...errors import ForeignHandleError, LaunchArgumentError
-from ...runtime.layout import layout_strides
+from numba_cube.runtime.memory.layout import layout_strides
 from .foreign_array import ForeignArray
 
 __all__ = ["parse_dlpack", "DLManagedTensor", "DLManagedTensorDeleter", "DLTensor", "DLDataType",

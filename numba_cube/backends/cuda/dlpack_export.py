@@ -1,7 +1,7 @@
 """DLPack export: a CUDA handle handed to another library without a copy (``torch.from_dlpack(h)``,
 ``cupy.from_dlpack(h)``), the mirror of the import in ``dlpack.py``.
 
-``Handle.__dlpack__`` (``runtime/array_like.py``) first waits on the host for the buffer's writers
+``Handle.__dlpack__`` (``runtime/memory/array_like.py``) first waits on the host for the buffer's writers
 and raises the buffer's failure, as a read does; only then is a capsule made here. That host wait
 is also how the protocol's stream rule is kept: the consumer names a stream (``1`` the legacy
 default, ``2`` per-thread, else a ``CUstream``; ``None`` or ``-1`` none) that must not run ahead

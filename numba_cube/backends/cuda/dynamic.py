@@ -52,8 +52,8 @@ import textwrap
 
 import numpy as np
 
-from ...runtime.dispatch import run_recorded
-from ...runtime.ledger import failed_writing
+from numba_cube.runtime.launch.dispatch import run_recorded
+from numba_cube.runtime.ledger.ledger import failed_writing
 from .driver_errors import CudaError
 
 log = logging.getLogger("numba_cube")
@@ -294,7 +294,7 @@ class DynamicCounts:
                     task.ran = False
                     return
                 # The host is about to read the count: if its writer raised (runtime/
-                # pending.py), the count is garbage and the launch is skipped as on the CPU.
+                # runtime/ledger/pending.py), the count is garbage and the launch is skipped as on the CPU.
                 # The stream was synchronized: settling waits for nothing new.
                 if ledger.has_pending:
                     for region in rec.reads:

@@ -32,7 +32,7 @@ import ctypes
 
 import numpy as np
 
-from ...runtime.pending import UNRESOLVED, Run
+from numba_cube.runtime.ledger.pending import UNRESOLVED, Run
 __all__ = ["ErrorSlots", "SlotRun", "WordRun", "DEFAULT_SLOTS"]
 
 #: words in the ring (a power of two); ``NUMBA_CUBE_CUDA_ERROR_SLOTS`` changes it (tests)

@@ -17,11 +17,11 @@ geometry, dynamic shared memory size, options and stream *fires* it:
    change sends the launch to the general path, which is always correct:
    - a capture window open on the device (launches there are recorded, not run);
    - a failure in the ledger on any of its regions (the general path skips or repairs); a
-     *pending* state there (a kernel that can raise, unchecked yet: ``runtime/pending.py``) is
+     *pending* state there (a kernel that can raise, unchecked yet: ``runtime/ledger/pending.py``) is
      handled here instead (``warm_checks.py``): the launch leaves its write set pending too;
    - its stream's CUDA stream recycled (``retired``: it would then serve another stream id);
 3. dependencies: when this entry made the device's last registration and nobody has been handed
-   its last task since (``hazards.py``, "Renewal"; ``WarmTask.renew``), that task stands for
+   its last task since (``runtime/streams/hazards.py``, "Renewal"; ``WarmTask.renew``), that task stands for
    this launch too: no task is made and the tracker is not called (a loop of one kernel on one
    stream). Else if every buffer is used by this stream only (``HazardTracker.register_solo``)
    there is nothing to wait for; otherwise (or straight away when the entry's last launch had
@@ -47,7 +47,7 @@ What the warm path leaves out, and why that is the same contract:
   refused launch records its failure on the write set through ``ledger.failed_writing``, as the
   general path records work that never started;
 - *observers, profiles, dry runs, exclusive use*: the client sends a launch down the warm path
-  only when none of them is active (``runtime/watchers.py``, ``ExclusiveGate.owner``);
+  only when none of them is active (``runtime/client/watchers.py``, ``ExclusiveGate.owner``);
 - *dynamic counts, foreign (borrowed) buffers, compile failures, the baseline dependency rule,
   debug kernels (their exception flag is read back after each launch)*: never armed.
 
@@ -60,7 +60,7 @@ theirs too, holding frozen copies of it. A kernel that cannot raise pays a few t
 than before (none of them a driver call): with nothing in the ledger anywhere, an attribute
 load and three tests of a local; with pending states elsewhere on the device, a comparison of
 the ledger's version with the one its last launch saw.
-- *tuples, records, enum members, dates* (``runtime/composite.py``): never armed either (``arm``
+- *tuples, records, enum members, dates* (``runtime/launch/composite.py``): never armed either (``arm``
   arms handles and plain numbers only), so the match stays one type test per argument.
 
 The entry holds the ``Binding`` objects of the handles it matched, never the handles: a binding
@@ -78,8 +78,8 @@ from __future__ import annotations
 import ctypes
 import weakref
 
-from ...runtime.ledger import failed_writing
-from ...runtime.warm_match import PLAIN_GEOMETRY, entry_matcher, match_of
+from numba_cube.runtime.ledger.ledger import failed_writing
+from numba_cube.runtime.launch.warm_match import PLAIN_GEOMETRY, entry_matcher, match_of
 from .tasks import WarmTask
 from .warm_checks import CLEAR, entry_facts, fresh, record, refreshed, same_inputs
 
@@ -104,7 +104,7 @@ class WarmLaunch:
         self.grid = grid                # the same as three ints each, for the driver
         self.block = block
         self.match = match              # per argument: its Binding (a handle) or its type (a scalar)
-        # stream, geometry, options, shared bytes and arguments in one call (warm_match.py)
+        # stream, geometry, options, shared bytes and arguments in one call (runtime/launch/warm_match.py)
         self.matcher = entry_matcher(stream, count, dim, options, shared_bytes, match)
         self.stream = stream
         self.options = options
@@ -244,7 +244,7 @@ class WarmPath:
                 if hazards.last_solo is armed and task is not None and cs.renewable is task \
                         and not task.known_done and task.mark is None:
                     # This entry made the device's last registration and nobody was handed its
-                    # task since (hazards.py, "Renewal"): the states already name that task,
+                    # task since (runtime/streams/hazards.py, "Renewal"): the states already name that task,
                     # which now stands for this launch. No task, no walk. The test and the
                     # assignment are ``WarmTask.renew`` written out: a call less per launch of
                     # a loop (tests/cuda/test_cuda_tasks.py pins that method's rule; the two

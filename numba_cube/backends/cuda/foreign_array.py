@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ...runtime.layout import byte_extent
+from numba_cube.runtime.memory.layout import byte_extent
 
 __all__ = ["ForeignArray"]
 

@@ -1,6 +1,6 @@
 """CUDA graphs from capture windows and automatic graphs (CONTRACT.md sections 6 and 6.1).
 
-The runtime's capture state machine (``runtime/capture.py``) is shared with the CPU backend: it
+The runtime's capture state machine (``runtime/graphs/capture.py``) is shared with the CPU backend: it
 records, between ``start_capture`` and ``stop_capture``, the *resolved* dispatches (``Recorded``:
 packed launch, geometry, arguments, read and write sets) and enforces the window's refusals
 (reads, sync, profiling, host writes, allocations the pool cannot serve, launches skipped for a
@@ -13,7 +13,7 @@ are copied at that point), ``cuStreamEndCapture``, ``cuGraphInstantiate``. ``gra
 one ``cuGraphLaunch`` on the CUDA stream of the stream id the capture was made on: one dispatch
 for the whole recording, ordered against other streams' work on its buffers like a launch.
 
-An automatic graph (``runtime/auto_graph.py``) is the same object, made from a traced sequence's
+An automatic graph (``runtime/graphs/auto_graph.py``) is the same object, made from a traced sequence's
 dispatches by ``runtime/capture.record_launches`` and replayed once per matched iteration; its
 read and write unions are therefore worked out once, at construction.
 
@@ -39,7 +39,7 @@ A debug kernel (``debug=True``: its exceptions are read back after each launch) 
 recorded: ``CaptureError``; nor can a kernel that can raise (each launch gets its own error word,
 ``error_slots.py``, which a replayed graph's baked parameters cannot give it). A graph that reads
 a buffer still pending on such a launch leaves its write set pending on it (the execute scope's
-rule, ``runtime/pending.py``). A dynamic-count launch can be recorded only in its device-count form (``dynamic.py``): the
+rule, ``runtime/ledger/pending.py``). A dynamic-count launch can be recorded only in its device-count form (``dynamic.py``): the
 read-back form needs the host in the middle of the graph, so recording it dooms the capture.
 """
 
@@ -48,9 +48,9 @@ from __future__ import annotations
 import weakref
 
 from ...errors import CaptureError
-from ...runtime.capture import Graph
-from ...runtime.dispatch import Recorded, run_recorded
-from ...runtime.ledger import ExecuteScope, IncompleteLaunch, failed_writing
+from numba_cube.runtime.graphs.capture import Graph
+from numba_cube.runtime.launch.dispatch import Recorded, run_recorded
+from numba_cube.runtime.ledger.ledger import ExecuteScope, IncompleteLaunch, failed_writing
 from .driver_errors import CudaError
 from .tasks import CudaTask
 

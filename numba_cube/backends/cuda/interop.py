@@ -26,7 +26,7 @@ Lifetime: a borrowed entry holds a strong reference to the foreign object until 
 that used it has finished on the device and a launch has consumed the adoption (so the foreign
 library cannot free and reuse the memory under a running kernel); after that only the
 bookkeeping stays (memory id, ledger, hazards), and idle entries are evicted when the table grows
-past ``MAX_ENTRIES`` (the table is the runtime's: ``runtime/borrowed.py``). Borrowed memory never
+past ``MAX_ENTRIES`` (the table is the runtime's: ``runtime/memory/borrowed.py``). Borrowed memory never
 enters the memory pool.
 
 Ordering with the producer: if the interface names a stream (CuPy exports the legacy default
@@ -36,7 +36,7 @@ host. PyTorch exports no stream (``None``: no synchronization needed, per the pr
 
 Under numba-cuda's simulator, numba "device arrays" are ``FakeCUDAArray`` objects wrapping NumPy
 arrays; the simulator backend (the ``cudasim`` plugin) describes those as host memory and the
-runtime adopts them the same way (``runtime/borrowed.py``, no copy).
+runtime adopts them the same way (``runtime/memory/borrowed.py``, no copy).
 
 An argument without the interface but with DLPack (``__dlpack__``/``__dlpack_device__`` on a CUDA
 device) is described by ``dlpack.parse_dlpack`` and adopted the same way.
@@ -49,9 +49,9 @@ import sys
 import numpy as np
 
 from ...errors import ForeignHandleError, LaunchArgumentError
-from ...runtime.borrowed import BorrowedEntry, BorrowedTable
-from ...runtime.handle import Allocation, Binding, Handle
-from ...runtime.layout import layout_strides
+from numba_cube.runtime.memory.borrowed import BorrowedEntry, BorrowedTable
+from numba_cube.runtime.memory.handle import Allocation, Binding, Handle
+from numba_cube.runtime.memory.layout import layout_strides
 from .dlpack import parse_dlpack
 from .driver_errors import CudaError
 from .foreign_array import ForeignArray

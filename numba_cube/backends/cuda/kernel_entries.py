@@ -26,8 +26,8 @@ from typing import Any, NamedTuple
 
 from ...errors import CompileError
 from ...kernel.kernel import resolve_access
-from ...runtime.composite import COMPOSITE_TYPES, analysis_entry
-from ...runtime.handle import Binding
+from numba_cube.runtime.launch.composite import COMPOSITE_TYPES, analysis_entry
+from numba_cube.runtime.memory.handle import Binding
 from . import diskcache
 from .compiler import arg_kinds, jit_options, kernel_errors_mode
 from .driver_errors import CudaError

@@ -37,10 +37,10 @@ import numpy as np
 
 from ... import config
 from ...errors import LaunchArgumentError
-from ...runtime import observers
-from ...runtime.dispatch import Recorded
-from ...runtime.handle import Binding
-from ...runtime.requests import refusal_of
+from numba_cube.runtime.client import observers
+from numba_cube.runtime.launch.dispatch import Recorded
+from numba_cube.runtime.memory.handle import Binding
+from numba_cube.runtime.launch.requests import refusal_of
 from ..base import DeviceMechanism
 from .bound_launch import CudaBoundLaunch, bind_launch, bound_launch_key
 from .compiler import JIT_OPTIONS

@@ -1,6 +1,6 @@
 """Device memory and pinned host staging for the CUDA backend.
 
-Device memory goes through the runtime's ``MemoryPool`` (``runtime/memory.py``) over
+Device memory goes through the runtime's ``MemoryPool`` (``runtime/memory/pool.py``) over
 ``cuMemAlloc``/``cuMemFree``: size classes for reuse, and *quarantine*: a freed buffer is reused
 only once every task that may still touch it has completed on the device (the tasks' events), on
 whichever stream they ran. That is the guarantee CuPy's per-stream arenas and PyTorch's caching
@@ -28,7 +28,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from ...runtime.memory import size_class
+from numba_cube.runtime.memory.pool import size_class
 from .driver_errors import CudaError
 
 __all__ = ["DeviceMemory", "DeviceAllocator", "PinnedPool", "host_view"]

@@ -33,7 +33,7 @@ message: inside the execute scope, that is a failure recorded on the launch's wr
 
 A kernel that can raise (``CompiledKernel.raises``) takes a fresh error word per launch
 (``error_slots.py``), packed into the block before the call, and the call returns its
-``SlotRun``: the execute scope leaves the write set pending on it (``runtime/pending.py``). A
+``SlotRun``: the execute scope leaves the write set pending on it (``runtime/ledger/pending.py``). A
 kernel with the parameter that cannot raise gets the ring's never-read word once, when packed.
 """
 
@@ -44,7 +44,7 @@ import struct
 
 import numpy as np
 
-from ...runtime.composite import COMPOSITE_TYPES
+from numba_cube.runtime.launch.composite import COMPOSITE_TYPES
 from .error_slots import SlotRun
 
 __all__ = ["ArgLayout", "ParamBlock", "PackedLaunch", "CompiledKernel", "scalar_format", "flat_leaves"]
@@ -226,7 +226,7 @@ class PackedLaunch:
 
     def __init__(self, kernel: CompiledKernel, driver, args: tuple, pointer_of, checks=None):
         """``args``: per argument a ``Binding`` (packed now, through ``pointer_of(binding)``), a
-        scalar (packed per launch) or a composite (``runtime/composite.py``: its buffers and
+        scalar (packed per launch) or a composite (``runtime/launch/composite.py``: its buffers and
         records packed now, its numbers per launch, flattened in numba's order). ``checks``: the
         device's ``error_slots.ErrorSlots``, where a kernel that can raise gets its words."""
         self.kernel = kernel

@@ -50,7 +50,7 @@ def simulating() -> bool:
 def simulator_backend() -> tuple:
     """``(BackendInfo, None)`` for the backend that runs ``cuda`` under the simulator, or
     ``(None, why not)``: its plugin is not installed, or it cannot start."""
-    from ...runtime.registry import backend_infos   # here: the registry sits above the backends
+    from numba_cube.runtime.registry import backend_infos   # here: the registry sits above the backends
 
     info = backend_infos().get(SIMULATOR_BACKEND)
     if info is None:

@@ -9,8 +9,8 @@ more than that. Tests build the same over the fake driver (``tests/cuda/cases/_c
 
 from __future__ import annotations
 
-from ...runtime.channel import InlineChannel
-from ...runtime.server import DeviceServer
+from numba_cube.runtime.streams.channel import InlineChannel
+from numba_cube.runtime.server import DeviceServer
 from .mechanism import CudaMechanism
 
 __all__ = ["make_gpu_server"]

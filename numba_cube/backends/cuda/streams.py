@@ -42,7 +42,7 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
-from ...runtime.dispatch import run_recorded
+from numba_cube.runtime.launch.dispatch import run_recorded
 from .driver import CudaError
 from .stream_state import CuStream, EventPool
 from .tasks import CudaTask, StreamMark, WarmTask
@@ -149,7 +149,7 @@ class CudaStreams:
             if timing is not None:
                 self._record_checked(timing[0], handle)
             # The position of what is dispatched now, for a pending state the execute scope
-            # leaves (runtime/pending.py) and a launch's error word (error_slots.py).
+            # leaves (runtime/ledger/pending.py) and a launch's error word (error_slots.py).
             if ledger is not None:
                 ledger.dispatching = task
             run = task.run

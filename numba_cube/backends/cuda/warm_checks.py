@@ -1,7 +1,7 @@
 """What a warm launch (``fast_path.py``) leaves in the ledger when checking is involved.
 
 A launch of a kernel that can raise leaves its write set ``Pending`` on its error word
-(``runtime/pending.py``, ``error_slots.py``), and so does any launch that reads a buffer still
+(``runtime/ledger/pending.py``, ``error_slots.py``), and so does any launch that reads a buffer still
 pending; the general path does that in the execute scope. The warm path does the same without
 the scope, in three ways, cheapest first:
 
@@ -30,8 +30,8 @@ that found nothing on them (``quiet``) does nothing more, a renewing one skips `
 
 from __future__ import annotations
 
-from ...runtime.ledger import Pending, pending_inputs
-from ...runtime.pending import Run
+from numba_cube.runtime.ledger.ledger import Pending, pending_inputs
+from numba_cube.runtime.ledger.pending import Run
 from .error_slots import SlotRun
 
 __all__ = ["CLEAR", "Repeats", "entry_facts", "fresh", "fresh_state", "record", "refreshed",

@@ -23,7 +23,7 @@ plugin's factory (``make_simulator_server(index, "cuda")``).
   change nothing), so code written for ``cube.client("cuda", ...)`` runs unchanged on it;
 - foreign memory: a simulator "device array" (``FakeCUDAArray``, what ``numba.cuda.to_device``
   returns under the simulator) passed as a launch argument is bound in place, without a copy
-  (``foreign_memory``; the runtime's ``borrowed.py`` does the rest).
+  (``foreign_memory``; the runtime's ``runtime/memory/borrowed.py`` does the rest).
 
 The simulator runs one kernel at a time per process (its kernel context is a module global and
 it asserts there is no other), and a ``FakeCUDAKernel`` keeps its launch configuration in
@@ -42,9 +42,9 @@ from numba_cube import config
 from numba_cube.backends.base import HostBackend
 from numba_cube.backends.cuda.compiler import JIT_OPTIONS
 from numba_cube.backends.cuda.driver_errors import CudaError
-from numba_cube.runtime.borrowed import describe_host_array
-from numba_cube.runtime.channel import ThreadChannel
-from numba_cube.runtime.geometry import MAX_DYNAMIC_SHARED_BYTES
+from numba_cube.runtime.memory.borrowed import describe_host_array
+from numba_cube.runtime.streams.channel import ThreadChannel
+from numba_cube.runtime.launch.geometry import MAX_DYNAMIC_SHARED_BYTES
 from numba_cube.runtime.server import DeviceServer
 
 from .isolation import isolated, uses_grid_sync

@@ -14,7 +14,7 @@ from numba import cuda
 
 import numba_cube as cube
 import numba_cube_cudasim
-from numba_cube.runtime.borrowed import MAX_ENTRIES
+from numba_cube.runtime.memory.borrowed import MAX_ENTRIES
 
 pytestmark = pytest.mark.skipif(numba_cube_cudasim.available() is not None,
                                 reason=str(numba_cube_cudasim.available()))

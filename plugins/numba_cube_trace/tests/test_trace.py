@@ -17,7 +17,7 @@ from numba import cuda
 
 import numba_cube as cube
 import numba_cube_trace
-from numba_cube.runtime import observers
+from numba_cube.runtime.client import observers
 from numba_cube.testing import register_python_backend
 
 # -- kernels for the real CPU backend (numba.cuda dialect) --------------------------------------------

@@ -118,7 +118,7 @@ def test_the_environment_variable_fixes_the_rule():
     script = textwrap.dedent("""
         import numpy as np
         from numba_cube.backends.cpu.server import CpuBackend
-        from numba_cube.runtime.geometry import CubeCount, CubeDim
+        from numba_cube.runtime.launch.geometry import CubeCount, CubeDim
         backend = CpuBackend()
         print(backend.cache_extras(CubeCount(8), CubeDim(64)))
         print(backend.cache_extras(CubeCount(64), CubeDim(64)))

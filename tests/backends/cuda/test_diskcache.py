@@ -156,8 +156,8 @@ def test_refusal_names_what_cannot_be_cached():
 
     import numba_cube as cube
     from numba_cube.backends.cuda.diskcache import refusal
-    from numba_cube.runtime.composite import TupleArg
-    from numba_cube.runtime.handle import Binding
+    from numba_cube.runtime.launch.composite import TupleArg
+    from numba_cube.runtime.memory.handle import Binding
 
     def fill(out, v):
         i = cuda.grid(1)

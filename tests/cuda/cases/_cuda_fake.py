@@ -50,7 +50,7 @@ from cuda.bindings import driver as _real
 
 from numba_cube.backends.cuda.packed_launch import ArgLayout, CompiledKernel, flat_leaves, scalar_format
 from numba_cube.backends.cuda.compiler import arg_kinds
-from numba_cube.runtime.composite import RecordRef, TupleArg, TypedScalar
+from numba_cube.runtime.launch.composite import RecordRef, TupleArg, TypedScalar
 from numba_cube_cudasim.backend import SIMULATOR_LOCK
 from numba_cube_cudasim.isolation import isolated, uses_grid_sync
 

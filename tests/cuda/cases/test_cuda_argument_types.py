@@ -1,5 +1,5 @@
 """Every argument type numba.cuda takes, on the CUDA backend: tuples, namedtuples, records, enum
-members, dates (``runtime/composite.py``, packed by ``backends/cuda/packed_launch.py``).
+members, dates (``runtime/launch/composite.py``, packed by ``backends/cuda/packed_launch.py``).
 
 Each result is checked against NumPy (or the kernel's own Python function run on NumPy data).
 Under the fake driver the parameters cross a real parameter block (flattened as numba-cuda's
@@ -205,8 +205,8 @@ def test_tuple_is_flattened_into_separate_parameters():
     5 + 2 * ndim parameters, then one parameter per number, nine in all."""
     from numba_cube.backends.cuda.compiler import arg_kinds
     from numba_cube.backends.cuda.packed_launch import ArgLayout
-    from numba_cube.runtime.composite import TupleArg
-    from numba_cube.runtime.handle import Binding
+    from numba_cube.runtime.launch.composite import TupleArg
+    from numba_cube.runtime.memory.handle import Binding
 
     b = Binding(1, 0, (4,), np.dtype(np.float64))
     kinds = arg_kinds((TupleArg((b, TupleArg((np.float64(1.0), np.int64(2)), None)), None),))
@@ -226,7 +226,7 @@ def test_flattening_matches_numba():
     import numba
 
     from numba_cube.backends.cuda.packed_launch import flat_leaves
-    from numba_cube.runtime.composite import TupleArg, TypedScalar
+    from numba_cube.runtime.launch.composite import TupleArg, TypedScalar
 
     class NoExtensions:
         extensions = ()

@@ -1,4 +1,4 @@
-"""Handles as NumPy and numba.cuda users treat arrays, on the CUDA backend (runtime/array_like.py):
+"""Handles as NumPy and numba.cuda users treat arrays, on the CUDA backend (runtime/memory/array_like.py):
 ``np.asarray(h)`` and ``h.copy_to_host()`` wait for the writer and copy the bytes back, a
 ``reshape`` of a contiguous handle and N-D views (``h[:, 1]``, ``h[::2, 1:3]``, ``h[..., ::-2]``,
 ``None``) are views the kernel reads and writes with their strides, on the simulator, the fake

@@ -1,4 +1,4 @@
-"""Automatic graphs on the CUDA backend (CONTRACT.md section 6.1, ``runtime/auto_graph.py``).
+"""Automatic graphs on the CUDA backend (CONTRACT.md section 6.1, ``runtime/graphs/auto_graph.py``).
 
 A loop that repeats a sequence of launches inside ``client.auto_graph()`` is recorded once and
 replayed: on the GPU path (and the fake driver) as a hardware CUDA graph, one ``cuGraphLaunch``

@@ -1,5 +1,5 @@
 """Bad inputs, buffer-less failures and scalar types on the CUDA backend: the twin of
-``tests/runtime/test_bad_inputs.py``, ``test_lost_failures.py`` and ``test_arg_types.py``, as far
+``tests/runtime/test_bad_inputs.py``, ``ledger/test_lost_failures.py`` and ``launch/test_arg_types.py``, as far
 as they apply. The CUDA servers (the simulator's and the GPU path's: both the policy server
 ``DeviceServer``) share the runtime's launch policy: the same typed errors on the issuing thread,
 the same launch limits as failures on the write set, the same reports of failures no buffer

@@ -1,5 +1,5 @@
 """DLPack export of CUDA handles (backends/cuda/dlpack_export.py, through Handle.__dlpack__ and
-runtime/array_like.py): the capsule's fields against NumPy's view of the same bytes, the wait for
+runtime/memory/array_like.py): the capsule's fields against NumPy's view of the same bytes, the wait for
 the buffer's writers, the failure a read would raise, the lifetime of the memory while a capsule
 or its consumer holds it, refused requests, and (on a GPU) a round trip through torch or CuPy.
 

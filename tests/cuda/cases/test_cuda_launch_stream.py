@@ -1,4 +1,4 @@
-"""numba's launch-configuration stream on the CUDA backend (runtime/eager.py): a
+"""numba's launch-configuration stream on the CUDA backend (runtime/client/eager.py): a
 ``cube.StreamId`` is the launch's stream and the result is NumPy's; a numba-cuda stream object
 is synchronized first (the numba-style launch is synchronous, so it is ordered after that
 stream's work and before anything queued there later), on the simulator (whose

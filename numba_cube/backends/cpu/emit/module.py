@@ -76,11 +76,18 @@ SUPPORT_DIGEST = hashlib.sha256(b"".join(
 ).hexdigest()[:16]
 
 
+#: the stages after which ``Unit.stages`` keeps the kernel's body as text (``record_stages``):
+#: lowered (builtins and inlined device functions), lockstep points inserted, atomics
+#: privatized, and for a cube kernel the scan idiom and constant shapes; then the module
+STAGES = ("lower", "lockstep", "privatize", "scan_idiom", "const_shapes", "module")
+
+
 class Unit:
     """Translation of one kernel (plus its device functions) into module text."""
 
     def __init__(self, py_func, boundscheck: bool = False, fastmath: bool | tuple = False,
-                 error_model: str = "numpy", lockstep_parameters: bool = True):
+                 error_model: str = "numpy", lockstep_parameters: bool = True,
+                 record_stages: bool = False):
         if error_model not in ("numpy", "python"):
             raise ValueError(f"error_model must be 'numpy' or 'python', not {error_model!r}")
         self.boundscheck = bool(boundscheck)
@@ -94,6 +101,9 @@ class Unit:
         # numba-cuda reports where a debug=True kernel raised (lower/raises.py)
         self.env.unit_positions_in_exceptions = error_model == "python"
         self.kernel_fn = load_function(py_func, "kernel")
+        #: stage name -> the kernel's body as text after it (``STAGES``), when ``record_stages``:
+        #: what ``python -m numba_cube translate --after STAGE`` prints
+        self.stages: dict[str, str] | None = {} if record_stages else None
         self.devices: dict[int, tuple[str, SourceFunction, Lowered | None]] = {}
         self._pending: list[int] = []
         self.shape = ""          # "flat" or "cube" once generated
@@ -159,6 +169,10 @@ class Unit:
 
     # ---- the whole module -----------------------------------------------------------------
 
+    def _stage(self, name: str, body) -> None:
+        if self.stages is not None:
+            self.stages[name] = ast.unparse(ast.Module(list(body), []))
+
     def generate(self) -> str:
         kernel = Lowerer(self.kernel_fn, self.env, self.register_device, "kernel").run()
         self._lower_devices()
@@ -174,11 +188,14 @@ class Unit:
         exchanged = {d.name for d in kernel.shared}
         if self.lockstep_parameters:
             exchanged |= set(kernel.params)
+        self._stage("lower", kernel.body)
         lockstep.insert_lockstep_points(kernel.body, exchanged, writes)
+        self._stage("lockstep", kernel.body)
         # before the shapes see the body: the private copies are parameters of the chunk body
         self.privatized = privatize.privatize(kernel, self.env)
         if self.privatized:
             privatize.wrapper_imports(self.env)
+        self._stage("privatize", kernel.body)
 
         purity = Purity(self.kernel_fn.local_names | set(kernel.params), self.env.objects)
         has_barrier = any(contains_barrier(s) for s in kernel.body)
@@ -202,7 +219,10 @@ class Unit:
         self._launchers(w, shape, kernel)
         # Numba's own check only where passes/bounds/checks.py's do not cover every access
         # (bounds.relax)
-        return bounds.relax(w.text()) if self.boundscheck else w.text()
+        text = bounds.relax(w.text()) if self.boundscheck else w.text()
+        if self.stages is not None:
+            self.stages["module"] = text
+        return text
 
     def _launchers(self, w: Writer, shape, kernel: Lowered) -> None:
         """The chunk function and the two entry points that call it."""
@@ -288,9 +308,11 @@ class Unit:
         if not grid:            # a grid sync keeps every cube's state: no cube-level shortcut
             kernel.body = scan_idiom.rewrite(kernel.body, kernel.params, kernel.shared, purity,
                                              self.env)
+        self._stage("scan_idiom", kernel.body)
         # sm.size, len(sm) of shared/local arrays are constants: uniform loop bounds
         constshapes.fold_uniform_shapes(kernel.body, constshapes.constant_shapes(kernel), seed,
                                         purity)
+        self._stage("const_shapes", kernel.body)
         plan = build_cube_plan(self.kernel_fn, kernel.body, seed, purity, grid)
         invariant = set(HIDDEN_IDS) | set(kernel.params)
         remat = remat_definitions(kernel.body, invariant, purity)

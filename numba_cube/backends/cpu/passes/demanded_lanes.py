@@ -60,6 +60,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from numba_cube.backends.cpu.passes import enabled
 from numba_cube.backends.cpu.analyze.dataflow import loads, stores
 from numba_cube.backends.cpu.lower.hidden import LINEAR_TID, UNIFORM_IDS
 from numba_cube.backends.cpu.analyze.plan import (
@@ -111,7 +112,7 @@ class DemandedLanes:
         self.loops: dict[int, _Loop] = {}
         #: region index -> (loop, lower bounds per round, upper bounds per round)
         self.regions: dict[int, tuple[_Loop, tuple, tuple]] = {}
-        if not (kernel.grid or kernel.has_exit):
+        if not (kernel.grid or kernel.has_exit) and enabled("demanded_lanes"):
             self._walk(kernel.plan)
 
     # ---- printing hooks ---------------------------------------------------------------------

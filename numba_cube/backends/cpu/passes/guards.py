@@ -44,6 +44,7 @@ import ast
 import copy
 from typing import NamedTuple
 
+from numba_cube.backends.cpu.passes import enabled
 from numba_cube.backends.cpu.analyze.dataflow import Purity
 from numba_cube.backends.cpu.analyze.guard_bounds import GuardHoist, affine_in
 from numba_cube.backends.cpu.lower.hidden import (
@@ -77,7 +78,7 @@ def hoisted_guard(code: list[ast.stmt], remat: dict[str, ast.expr], names: set[s
     """The units a region whose ``code`` is one guarded ``if`` admits (recomputed names in its
     test stand for their definitions; ``names``: what a bound may read, all defined before the
     unit loop), or None when nothing can be hoisted."""
-    if len(code) != 1 or not isinstance(code[0], ast.If) or code[0].orelse:
+    if not enabled("guards") or len(code) != 1 or not isinstance(code[0], ast.If) or code[0].orelse:
         return None
     stmt = copy.deepcopy(code[0])
     stmt.test = _substitute(stmt.test, remat)

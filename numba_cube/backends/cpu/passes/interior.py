@@ -54,6 +54,7 @@ from __future__ import annotations
 import ast
 import copy
 
+from numba_cube.backends.cpu.passes import enabled
 from numba_cube.backends.cpu.analyze.dataflow import Purity, store_counts
 from numba_cube.backends.cpu.analyze.guard_bounds import FLIPPED, split_terms
 from numba_cube.backends.cpu.lower.hidden import BLOCK_DIMS, NONNEG, THREAD_IDS, UNIFORM_IDS
@@ -70,6 +71,8 @@ def split(code: list[ast.stmt], remat: dict[str, ast.expr], shared: set[str],
     ``code`` (module docstring), or None when no test is a guard. ``shared``: names with one
     value for every unit that the region does not assign (uniform names, parameters);
     ``remat``: recomputed names."""
+    if not enabled("interior"):
+        return None
     counts = store_counts(code)
     defs = {n: e for n, e in remat.items() if not counts[n]}
     checks: list[str] = []

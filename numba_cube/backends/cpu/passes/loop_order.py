@@ -31,6 +31,7 @@ from __future__ import annotations
 import ast
 import copy
 
+from numba_cube.backends.cpu.passes import enabled
 from numba_cube.backends.cpu.analyze.dataflow import assignment_sources, store_counts
 
 X, Y = "x", "y"
@@ -43,6 +44,8 @@ def inner_axis(body: list[ast.stmt]) -> str:
     """``Y`` when the kernel's multi-dimensional subscripts mostly index their last axis that
     follows a thread id with the ``y`` coordinate and an earlier axis with ``x``; else ``X``
     (the default order)."""
+    if not enabled("loop_order"):
+        return X
     defs = _single_definitions(body)
     votes = 0
     for node in (n for s in body for n in ast.walk(s)):
@@ -84,6 +87,8 @@ GLOBAL_INNER = "__gx"
 def global_inner(body: list[ast.stmt]) -> list[ast.stmt] | None:
     """``body`` with every ``__bx * __bdx + __tx`` (either order of each operation) replaced by
     ``GLOBAL_INNER``, or None when ``__tx`` or ``__bx`` is used any other way."""
+    if not enabled("loop_order"):
+        return None
 
     class Replace(ast.NodeTransformer):
         def visit_BinOp(self, node):

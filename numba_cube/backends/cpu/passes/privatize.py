@@ -43,6 +43,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from numba_cube.backends.cpu.passes import enabled
 from numba_cube.backends.cpu.kernel_runtime.atomics import function_name
 from numba_cube.backends.cpu.lower.lowering import Lowered
 from numba_cube.backends.cpu.emit.unit_code import Writer
@@ -70,6 +71,8 @@ class Privatized:
 def privatize(kernel: Lowered, env) -> Privatized | None:
     """Rewrite the qualifying parameters' atomics in ``kernel`` (in place) and append their
     private copies to ``kernel.params``; None (and nothing changed) when none qualifies."""
+    if not enabled("privatize"):
+        return None
     taken = {n.id for n in _walk(kernel.body) if isinstance(n, ast.Name)} | set(kernel.params)
     # a user name that happens to be a copy's name keeps its array on the atomic path
     names = [p for p in qualifying(kernel.body, kernel.params) if PREFIX + p not in taken]

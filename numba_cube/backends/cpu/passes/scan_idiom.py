@@ -52,6 +52,7 @@ from __future__ import annotations
 import ast
 import copy
 
+from numba_cube.backends.cpu.passes import enabled
 from numba_cube.backends.cpu.analyze.dataflow import Purity, store_counts
 from numba_cube.backends.cpu.lower.hidden import DOUBLING_END, UNIFORM_IDS, is_barrier
 
@@ -67,7 +68,7 @@ _END = DOUBLING_END
 
 def rewrite(body: list[ast.stmt], params: list[str], shared, purity: Purity, env) -> list:
     """``body`` with every matching Hillis-Steele loop rewritten (see the module docstring)."""
-    if any(isinstance(n, ast.Return) for s in body for n in ast.walk(s)):
+    if not enabled("scan_idiom") or any(isinstance(n, ast.Return) for s in body for n in ast.walk(s)):
         return body
     counts = store_counts(body)
     sizes = {d.name: _size(d) for d in shared if not d.dynamic and d.dtype in SCAN_DTYPES}

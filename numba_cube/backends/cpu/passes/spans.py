@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import ast
 
+from numba_cube.backends.cpu.passes import enabled
 from numba_cube.backends.cpu.passes import guards
 from numba_cube.backends.cpu.emit import warps as warps_emit
 from numba_cube.backends.cpu.analyze.dataflow import Purity, stores
@@ -59,6 +60,8 @@ def monotone_masks(items, remat: dict[str, ast.expr], uniform: set[str],
     """``mask -> PREFIX | SUFFIX`` for the masked ``if`` statements of ``items`` that are not under
     another mask and whose test is monotone in threadIdx.x (module docstring)."""
     out: dict[str, str] = {}
+    if not enabled("spans"):
+        return out
     for it in items:
         if isinstance(it, MaskedIf):
             kind = test_kind(it.node.test, remat, uniform, purity)
@@ -125,6 +128,8 @@ def closed_fills(regions: list[Region], monotone: dict[str, str], remat, names: 
     monotone mask whose test is a bound ``guards.hoisted_guard`` hoists whole (module
     docstring); ``names``: what a bound may read (shared values and parameters)."""
     out = {}
+    if not enabled("spans"):
+        return out
     for r in regions:
         code = r.code
         if r.ctx is not None or len(code) != 1 or not isinstance(code[0], ast.Assign):

@@ -69,6 +69,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from numba_cube.backends.cpu.passes import enabled
 from numba_cube.backends.cpu.analyze.dataflow import (
     SHAPE_ATTRS, Liveness, loads, store_counts, stores,
 )
@@ -105,7 +106,7 @@ class Interchange:
 def plan(kernel) -> dict[int, Interchange]:
     """Region index -> its ``Interchange``, for the regions of ``kernel`` (a ``CubeKernel``)
     that satisfy every rule of the module docstring."""
-    if kernel.grid or kernel.has_exit:
+    if kernel.grid or kernel.has_exit or not enabled("stride_interchange"):
         return {}
     body = kernel.lowered.body
     counts = store_counts(body)

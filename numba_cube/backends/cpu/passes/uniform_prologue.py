@@ -36,6 +36,7 @@ from __future__ import annotations
 import ast
 import copy
 
+from numba_cube.backends.cpu.passes import enabled
 from numba_cube.backends.cpu.analyze.dataflow import loads, store_counts, stores
 from numba_cube.backends.cpu.lower.hidden import GRID_UNIFORM_IDS, NONNEG
 
@@ -51,6 +52,8 @@ def split_prologue(body: list[ast.stmt], params) -> tuple[list[ast.stmt], list[a
     """``(prologue, rest, names)``: the statements to run once per chunk (rewritten to read
     parameters where they read a re-bound parameter's name), the body without them, and the
     names the prologue defines."""
+    if not enabled("uniform_prologue"):
+        return [], list(body), set()
     counts = store_counts(body)
     valid = set(params) | GRID_UNIFORM_IDS
     aliases: dict[str, str] = {}          # name -> the parameter whose value it holds here
