@@ -75,7 +75,7 @@ def _reads(out: int | None = None) -> Rule:
     return PURE if out is None else Rule(effects=((out, "w"),))
 
 
-# Methods of an array, position 0 being the array itself. Copies (``copy``, ``flatten``,
+# Methods of an array, position 0 being the array itself. Copies (``copy``, ``emit/flat_kernel.py``,
 # ``astype``) are reads; ``ravel`` may return a view in NumPy, so it is treated as one (a view
 # that is really a copy only over-reports, never hides, a write). The numbers are NumPy's
 # positional ``out`` (``a.sum(axis, dtype, out)``: 3, counting ``a`` as 0).

@@ -145,7 +145,7 @@ yield/:=/del; kernels returning a value; plain Python (non-jitted) function call
 containing '__' (reserved for generated names).
 
 Kernels and device functions without source (made by exec, typed into a REPL) are rebuilt from
-their bytecode (``sourceless``) and then translated like any other, with the same support and
+their bytecode (``frontend/decompiler/function.py``) and then translated like any other, with the same support and
 refusals; source is read only where it compiles to the function's own bytecode.
 """
 
@@ -248,7 +248,7 @@ def build_program(py_func, boundscheck: bool = False, fastmath: bool | tuple = F
     ``error_model`` likewise (``"python"`` for ``debug=True`` kernels, as numba-cuda does).
     ``kernel_id`` (``Kernel.id``, where it is the same in every process: ``id_is_stable``) lets
     a translation kept on disk by an earlier process be used instead of translating again
-    (``cachekey`` lists what else its key covers); without it the kernel is always translated.
+    (``cache/key.py`` lists what else its key covers); without it the kernel is always translated.
     ``block``: the block shape every launch of the program will have. A cube kernel's module is
     then specialized for it (``emit/block_shape.py``: its dispatchers raise ``ValueError`` when
     called with another shape); a flat kernel's is the same module either way.

@@ -11,7 +11,7 @@ the only ones a barrier's enclosing ``if``/``while``/``for`` may test. This is s
 (which only needs all threads to arrive) and the same rule KernelAbstractions and PoCL use.
 Shared and local arrays reach the rule through names that are not uniform (one is declared outside
 the lowered body, the other per unit), so their constant shapes are folded in first where that
-makes cube-level code uniform (``constshapes``: ``range(round(math.log2(sm.size)))``).
+makes cube-level code uniform (``passes/const_shapes.py``: ``range(round(math.log2(sm.size)))``).
 
 With split points under conditions the rule cannot prove uniform (``analyze/plan.py``'s run-time masks),
 ``uniform_with_masks`` iterates the rule to a fixpoint, leaving the masked bodies out.

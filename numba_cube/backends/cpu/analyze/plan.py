@@ -21,8 +21,8 @@ once per cube:
   ``else``, 0: not here), and the regions inside skip the units the mask leaves out. Whether the
   units that must agree did agree is then checked at run time (``Check``, ``Exchange``): all
   live units of the cube for a barrier, of the grid for a grid sync, the lanes named in the mask
-  for a warp intrinsic (``warps_runtime``). A ``for t in range(...)`` over a range that is not
-  provably uniform becomes such a ``while`` where that is the same program (``warps_loops``);
+  for a warp intrinsic (``kernel_runtime/warps.py``). A ``for t in range(...)`` over a range that is not
+  provably uniform becomes such a ``while`` where that is the same program (``analyze/warp_loops.py``);
   other such ``for`` loops stay refused.
 - A ``break``/``continue`` under a run-time mask (``if failed[0]: break``, a flag in shared
   memory every unit reads after a barrier) that leaves a cube-level loop is a ``Check`` of kind
@@ -143,7 +143,7 @@ class Splitter:
     def __init__(self, fn: SourceFunction, uniform: set[str], purity: Purity,
                  masked: frozenset = frozenset(), grid: bool = False):
         self.fn = fn
-        #: grid mode (``fission``): cube-level loops run once for the whole grid, so a loop
+        #: grid mode (``emit/cube_kernel.py``): cube-level loops run once for the whole grid, so a loop
         #: exit under a run-time mask would need every cube to agree, which CUDA does not ask
         self.grid = grid
         self.uniform = uniform

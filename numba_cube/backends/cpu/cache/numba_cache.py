@@ -5,7 +5,7 @@ Numba's ``cache=True`` keeps, per function, an index file (``<base>.nbi``: signa
 and data files (``<base>.<n>.nbc``: the compiled code) and *unpickles* both when a dispatcher
 compiles. A corrupt file then fails every later compile of that kernel (an unpickling error is a
 ``CompileError`` forever), and a pickle planted there is executed. So numba_cube replaces the cache
-object of every dispatcher the generated module defines (``adopt``, called by ``codecache`` right
+object of every dispatcher the generated module defines (``adopt``, called by ``cache/translations.py`` right
 after the module's code ran, before anything can have compiled: the module only *defines*
 functions) with an ``AuthenticatedCache``:
 
@@ -209,7 +209,7 @@ def write_sealed(root: Path, path: str, context: tuple[bytes, ...], payload: byt
     """Publish ``MAGIC + HMAC + payload`` at ``path`` (in the cache directory ``root``), the MAC
     over ``context`` (what the file stands for: its name, what it was made from) and ``payload``
     with this user's key, under the cache's lock (``cache_layout.writing``, what ``cache clear``
-    takes). ``codecache`` seals its translations this way too."""
+    takes). ``cache/translations.py`` seals its translations this way too."""
     try:
         tag = _tag(secret_key(root), context, payload)
         # Under the cache's lock, so that ``cache clear`` removes an entry whole or not at all.

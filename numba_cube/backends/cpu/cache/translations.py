@@ -6,7 +6,7 @@ where ``sha16`` is the first 16 hex digits of the SHA-256 of its text, and loade
 module name ``numba_cube_gen_<kernel>_<sha16>``, registered in ``sys.modules`` before its code runs
 (Numba re-imports it by that name when it loads a cached function). Numba's own cache files
 for it (``<cache dir>/__pycache__/*.nbi``, ``*.nbc``) are signed and verified before Numba
-unpickles them: see ``numbacache``.
+unpickles them: see ``cache/numba_cache.py``.
 
 Generated code is code that will be executed, so:
 
@@ -140,7 +140,7 @@ def load_module(kernel_name: str, source: str) -> types.ModuleType:
             return _import_uncached(modname, path, source)
 
 
-#: ``cache=True`` in a generated ``@__njit(...)`` decorator line (``codegen``)
+#: ``cache=True`` in a generated ``@__njit(...)`` decorator line (``emit/module.py``)
 _CACHED_DECORATOR = re.compile(r"^(\s*@__njit\(.*)\bcache=True\b", re.MULTILINE)
 
 

@@ -1,13 +1,13 @@
 """Emit a kernel that has barriers (or shared memory) as loops over cubes and units.
 
 Shape of the generated chunk function, which
-``codegen`` calls once per ``prange`` iteration (parallel variant) or once (serial variant)::
+``emit/module.py`` calls once per ``prange`` iteration (parallel variant) or once (serial variant)::
 
     def <kernel>__chunk(__c, __nchunks, <geometry>, <params>):
         <shared arrays, local buffers, per-unit replica arrays, exit mask: allocated per chunk>
         for __bid in <cubes of chunk __c>:
             __bx, __by, __bz = <decompose __bid>
-            <plan: regions as unit loops (``regions_emit``); uniform statements and cube-level
+            <plan: regions as unit loops (``emit/regions.py``); uniform statements and cube-level
              control in between>
 
 Allocating per *chunk* (a few per worker) instead of per cube saves an NRT allocation per cube;
@@ -21,16 +21,16 @@ an empty list's type from its first ``append``, and a name defined at chunk leve
 every later use in source order, which Numba's bytecode analysis requires. Each cube starts by
 loading ``x__r = x__l[0]`` for the replicas that exist (once per cube, not per region: each load
 is a reference count update). ``x__ok`` says whether the replica exists yet: the regions' loops
-test it before loading or storing ``x`` (``regions_emit``), except those that run after a
+test it before loading or storing ``x`` (``emit/regions.py``), except those that run after a
 top-level region storing ``x`` (``CubeKernel._certainly_allocated``).
 Names that are pure functions of thread/block ids are recomputed instead
 (``analysis.remat_definitions``), and local arrays that outlive a region get one slice per unit
 (``x__r[__tid]``).
 
-Warp exchanges, run-time masks and their checks are printed by ``warps_emit``; a masked block's
-span is printed before it, and its regions loop over that span (``regions_emit``). Shuffle rounds
+Warp exchanges, run-time masks and their checks are printed by ``emit/warps.py``; a masked block's
+span is printed before it, and its regions loop over that span (``emit/regions.py``). Shuffle rounds
 over a literal tuple of offsets whose result only some lanes read afterwards are printed
-unrolled, each round's regions over the lanes still demanded (``warps_demand``).
+unrolled, each round's regions over the lanes still demanded (``passes/demanded_lanes.py``).
 
 **Grid mode.** A kernel that syncs the grid (``cuda.cg.this_grid().sync()``) cannot finish one
 cube before starting the next, so the cube loop moves inside every region: a region runs for
@@ -132,7 +132,7 @@ class CubeKernel:
         # a unit's index in per-unit arrays: its id in the cube, or in the grid (grid mode)
         self.slot = SLOT if self.grid else LINEAR_TID
         self.total = "__NT" if self.grid else "__nt"
-        #: number of work items the launcher splits into chunks (see ``codegen``); in grid
+        #: number of work items the launcher splits into chunks (see ``emit/module.py``); in grid
         #: mode one chunk runs every cube, region by region
         self.work = "min(__gdx * __gdy * __gdz, 1)" if self.grid else "__gdx * __gdy * __gdz"
         self.allocated = self._certainly_allocated(self.plan)
@@ -146,11 +146,11 @@ class CubeKernel:
         self.interchanged = stride_interchange.plan(self)
         if self.interchanged:
             self.imports.append(stride_interchange.IMPORT)
-        #: shuffle rounds that compute only the lanes read after them (``warps_demand``)
+        #: shuffle rounds that compute only the lanes read after them (``passes/demanded_lanes.py``)
         self.demand = warps_demand.DemandedLanes(self)
         if self.demand.loops:
             self.imports.append(warps_demand.IMPORT)
-        #: prints each region as loops over the units (``regions_emit``)
+        #: prints each region as loops over the units (``emit/regions.py``)
         self.printer = RegionPrinter(self)
 
     def _certainly_allocated(self, plan) -> dict[int, set[str]]:

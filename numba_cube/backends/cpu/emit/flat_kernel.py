@@ -3,7 +3,7 @@
 Without barriers and shared memory the cube structure carries no meaning on the CPU, so the
 generated code does not loop over cubes: the launch's units, in row-major order of their global
 coordinates (``x`` fastest), are cut into equal chunks and each chunk runs in one ``prange``
-iteration (``codegen`` writes that loop). A grid of few large cubes then still uses every core,
+iteration (``emit/module.py`` writes that loop). A grid of few large cubes then still uses every core,
 and consecutive units touch consecutive memory (which axis is "x" here, and whether the cube
 segments merge into one loop per row, is ``passes/loop_order.py``'s choice)::
 
@@ -62,7 +62,7 @@ class FlatKernel:
         self.body, self.uses_flag = lower_returns(body, [])
         self.needs_tid = needs_tid
 
-    #: number of work items the launcher splits into chunks (see ``codegen``)
+    #: number of work items the launcher splits into chunks (see ``emit/module.py``)
     work = "__gdx * __bdx * __gdy * __bdy * __gdz * __bdz"
 
     def emit_chunk(self, w: Writer, name: str, decorator: str) -> None:

@@ -4,7 +4,7 @@
 prints it in this shape (cube mode; grid mode indexes per-unit arrays by ``__slot``)::
 
     # region <k>
-    for __tid in range(__nt):                   # the loops' shape: ``unitloops``
+    for __tid in range(__nt):                   # the loops' shape: ``emit/unit_loops.py``
         if __exited[__tid] or __m1[__tid] != 1: # a unit that exited, or that the mask leaves out
             continue
         <names recomputed; shuffle results read; local slices and replicas loaded>
@@ -15,7 +15,7 @@ A name that is a pure function of thread/block ids is recomputed where the regio
 (``emit_remat``, dependencies first), a shuffle's result is read in place from the exchange's
 arrays (``warps.shuffle_read``), and a local array that outlives a region is the unit's
 slice ``x__r[__tid]``. ``x__ok`` says whether a replica exists yet; regions that run after a
-top-level region storing ``x`` skip that test (``fission`` knows which), and a region that would
+top-level region storing ``x`` skip that test (``emit/cube_kernel.py`` knows which), and a region that would
 still test it is printed twice: a loop with the tests and first-store allocations until every
 replica exists, and a loop without them from then on.
 
@@ -28,11 +28,11 @@ printed once more without the tests that fact makes useless. Other variants of t
   fixing the lane (``cuda.laneid == c``) loops over the units it admits (``guards``); under a
   mask, over those within the mask's span, still testing the mask where the copy did;
 - a region that reads a padded shuffle loops over the cube's full warps, then its partial last
-  warp (``warps_emit``'s padded read);
+  warp (``emit/warps.py``'s padded read);
 - a region whose grid-stride loop runs row by row across the units is printed by
   ``stride_interchange``;
 - a region in a round of a demanded-lane loop runs only the lanes still demanded in its copy
-  that allocates nothing (``warps_demand``);
+  that allocates nothing (``passes/demanded_lanes.py``);
 - a region that only evaluates a mask that is a bound on ``threadIdx.x`` fills it with two
   slices in a 1-D cube, and loops as above in others (``spans``' closed form).
 """
@@ -139,7 +139,7 @@ class RegionPrinter:
 
     def emit_bounds(self, w: Writer, mask: str, sel: int) -> str:
         """Print the span of the masked block ``mask == sel`` (and its flags,
-        ``_knows_density``); returns the test 'some unit is selected'. ``fission`` prints the
+        ``_knows_density``); returns the test 'some unit is selected'. ``emit/cube_kernel.py`` prints the
         block itself (``MaskedIf``, ``MaskedWhile``)."""
         group = "__nt" if self._knows_density((mask, sel)) else None
         if mask in self.k.monotone:
@@ -165,7 +165,7 @@ class RegionPrinter:
             emit(name)
 
     def _reads_padded_shuffle(self, region: Region) -> bool:
-        """Does ``region`` (cube mode) read a shuffle through ``warps_emit``'s padded read?"""
+        """Does ``region`` (cube mode) read a shuffle through ``emit/warps.py``'s padded read?"""
         return not self.k.grid and any(warps_emit.is_padded(ex, self.k.uniform)
                                        for name, ex in self.k.shuffles.items()
                                        if name in region.live_in
@@ -215,7 +215,7 @@ class RegionPrinter:
         """``whole``: printed where every warp is whole under the region's mask; ``span``: the
         slots to loop over instead of the mask's (``_unit_loop``); ``full_warp``: every unit
         of the loop is in a warp of 32 units; ``lanes``: the demanded lanes of each warp
-        (``warps_demand``), used only by the copy that allocates nothing: the first stores,
+        (``passes/demanded_lanes.py``), used only by the copy that allocates nothing: the first stores,
         which decide the replicas' ``__ok`` flags, still run in every lane; ``unguarded``: the
         region's code for interior cubes (``interior``), printed beside the copy that
         allocates nothing, under the region's interior flag."""

@@ -45,7 +45,7 @@ def unit_loops(w: Writer, body: str, *, grid: bool, span: tuple[str, str] | None
     upper bounds of ``threadIdx.x`` and a ``guards.Stride`` or None (``passes/guards.py``: the units a
     hoisted guard admits; under a mask, intersected with ``span``);
     ``lanes``: names of the bounds ``[lo, hi)`` of the lanes to run in each warp
-    (``warps_demand``), honoured by the one loop over slots only: every other shape runs all
+    (``passes/demanded_lanes.py``), honoured by the one loop over slots only: every other shape runs all
     lanes, which is always correct (the other lanes' values are dead); ``whole_warps``: the
     span is a run of whole warps, so no lane range is clipped to it."""
     with ExitStack() as stack:

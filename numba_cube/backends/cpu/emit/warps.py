@@ -12,7 +12,7 @@ grid mode), for one plan item:
   has units that reach it and live units that do not;
 - ``Exchange``: loads the operand arrays the previous region stored, allocates the result arrays
   once per chunk (the fixed result type of numba-cuda's intrinsic) and calls the
-  ``warps_runtime`` helper. A shuffle only checks that the lanes agree: its result is read in
+  ``kernel_runtime/warps.py`` helper. A shuffle only checks that the lanes agree: its result is read in
   place, by the region that uses it, from the operand array of the source lane
   (``shuffle_read``), which saves a pass over the cube and a result array per shuffle. With a
   uniform lane operand, ``shfl_sync``, ``shfl_down_sync`` and ``shfl_xor_sync`` read the source
@@ -164,7 +164,7 @@ def emit_exchange(w: Writer, ex: Exchange, fn, uniform: set[str], total: str,
 
 
 def _exchange_body(w, ex, fn, uniform, per_unit, args, total, group) -> None:
-    # (the per-unit operands' replica variables are loaded once per cube: ``fission``)
+    # (the per-unit operands' replica variables are loaded once per cube: ``emit/cube_kernel.py``)
     for out in ([] if ex.op in SHUFFLES else ex.outputs):
         with w.indent(f"if not {out}__ok:"):
             w.line(f"{out}__l.append({_allocation(ex, out, args, total)})")
@@ -203,7 +203,7 @@ def shuffle_read(ex: Exchange, uniform: set[str], slot: str, exits: bool,
                  snapshot: bool, whole: bool = False, full_warp: bool = False) -> list[str]:
     """Lines that give unit ``slot`` the result of shuffle ``ex``, in the unit loop of a region
     after it: the source lane's operand, read from the operand's ``[slots]`` array, or the unit's
-    own where PTX says so or CUDA leaves it undefined (``warps_runtime``'s docstring). A
+    own where PTX says so or CUDA leaves it undefined (``kernel_runtime/warps.py``'s docstring). A
     uniform operand is every lane's result. ``whole``: the read runs where every warp is whole
     under the exchange's mask (``whole_flag``) and the mask has not changed since (no
     ``snapshot``): a live source lane of the reader's warp then executes the shuffle, and its

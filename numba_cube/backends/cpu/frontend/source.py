@@ -4,7 +4,7 @@ The translator works on Python source (``ast``), so the first step for every ker
 function is to get that source back from the function object, parse it, and remember where it
 came from: every ``CompileError`` names the construct, the line *in the user's file* and the file.
 A function without source (made by ``exec``, typed into a REPL) is rebuilt from its bytecode by
-``sourceless``, with the user's line numbers.
+``frontend/decompiler/function.py``, with the user's line numbers.
 
 Name resolution follows Python's own rules for a function body: a name assigned anywhere in the
 function (or a parameter) is local; any other name is looked up in the closure cells, then the

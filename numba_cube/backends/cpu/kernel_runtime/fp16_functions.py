@@ -2,7 +2,7 @@
 ``HALF``.
 
 The translator replaces ``cuda.fp16.<name>(...)`` with the function of that name here
-(``cudacalls``, for the names in ``FP16_FUNCTIONS``; others stay a ``CompileError``). Arguments
+(``lower/cuda_calls.py``, for the names in ``FP16_FUNCTIONS``; others stay a ``CompileError``). Arguments
 are numbers, converted to half as a call converts them; results are halves (bools for the
 comparisons), each rounded once, as numba-cuda's ``cuda_fp16`` bindings compute them:
 

@@ -17,7 +17,7 @@ computes, which is C's ``<math.h>``:
 - ``modf(x)``: ``(fractional part, integral part)``, both with ``x``'s sign, ``(±0, ±inf)`` for
   infinities (C ``modf``).
 
-``fma(a, b, c)`` is what ``cuda.fma`` becomes (``cudacalls``): numba-cuda lowers it to LLVM's
+``fma(a, b, c)`` is what ``cuda.fma`` becomes (``lower/cuda_calls.py``): numba-cuda lowers it to LLVM's
 ``llvm.fma``, one rounding of the exact ``a * b + c``, for float32 and float64 (other numbers
 converted, two int64 to float64); ``a * b + c`` written out would round twice.
 

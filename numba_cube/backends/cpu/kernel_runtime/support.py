@@ -26,7 +26,7 @@ Numba's code cannot express (``range_item`` is the exception: it computes a loop
 ``scalar_replicas(lists)``
     True when every replica list in the tuple ``lists`` holds NumPy arrays, i.e. replicas of
     numbers or booleans (``replica``), False when one holds lists (of arrays or tuples); decided
-    when Numba compiles, so the test costs nothing. ``warps_demand`` skips dead lanes only for
+    when Numba compiles, so the test costs nothing. ``passes/demanded_lanes.py`` skips dead lanes only for
     scalars: adding arrays of different shapes raises, which a skipped lane must not hide.
 """
 

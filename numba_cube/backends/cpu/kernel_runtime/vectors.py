@@ -4,7 +4,7 @@ numba-cuda's vector types (``numba/cuda/vector_types.py``) are immutable structs
 type with the fields ``x``, ``y``, ``z``, ``w`` (as many as the type has elements). Here each is
 a ``namedtuple`` class of the same name (``float64x4(x, y, z, w)``), which Numba compiles as a
 struct of that base type; the translator replaces ``cuda.<name>(...)`` with ``<name>__ctor(...)``
-(``cudacalls``).
+(``lower/cuda_calls.py``).
 
 The constructor follows numba-cuda's overloads: its arguments are numbers, each converted to the
 base type as a call converts it, or vector values of the same base type, whose elements are

@@ -2,7 +2,7 @@
 
 One ``Lowerer`` pass per function (kernel or device function) rewrites the parsed body so that it
 no longer mentions the CUDA module. This module does the traversal, name resolution and
-statements; ``cudacalls`` (a mixin) knows what each CUDA builtin becomes:
+statements; ``lower/cuda_calls.py`` (a mixin) knows what each CUDA builtin becomes:
 
 ====================================  =========================================================
 CUDA                                  lowered
@@ -17,11 +17,11 @@ CUDA                                  lowered
 (and ``_and``, ``_or``; inside an     x = __sacc1`` (cube-level counters, so ``x`` is uniform;
 expression: hoisted first)            ``lower/warps.py`` hoists one out of an expression)
 warp intrinsics (``shfl_*_sync``,     warp exchange points, split like barriers, with their
-votes, ``match_*``, ``syncwarp``,     operands in per-unit arrays (``lower/warps.py``, ``warps_emit``)
+votes, ``match_*``, ``syncwarp``,     operands in per-unit arrays (``lower/warps.py``, ``emit/warps.py``)
 ``activemask``, ``lanemask_lt``)
 ``cg.this_grid().sync()``             the grid-sync marker (phases over the whole grid)
 ``shared.array(shape, dtype)``        removed; recorded in ``shared`` (allocated once per worker
-                                      chunk by ``fission``)
+                                      chunk by ``emit/cube_kernel.py``)
 ``local.array(shape, dtype)``         ``x = __local__('x')``, replaced later; recorded in ``local``
 ``const.array_like(a)``               ``a``
 ``atomic.<op>(...)``                  ``__atomic_<op>`` (global arrays) or ``__plain_<op>``

@@ -2,7 +2,7 @@
 
 A warp intrinsic exchanges values between the lanes of a warp, so on the CPU it is an exchange
 *point*, the way a barrier is a cube-level one: the region before it stores each unit's operands,
-a helper (``warps_runtime``) computes every lane's result from all of them, and the region after
+a helper (``kernel_runtime/warps.py``) computes every lane's result from all of them, and the region after
 it reads the result. ``WarpLowering`` (a mixin of ``lowering.Lowerer``, through ``CudaCalls``)
 turns a statement that calls one into::
 

@@ -4,10 +4,10 @@
 so ``sm.size``, ``sm.shape[0]``, ``sm.shape``, ``sm.ndim`` and ``len(sm)`` are the same number in
 every unit of every cube. The uniformity rule (``analysis``: "array shapes are uniform") reaches an
 array's shape through its *name*, and neither kind of name is uniform: a shared array's
-declaration is not in the lowered body at all (the chunk allocates the array, ``fission``), and a
+declaration is not in the lowered body at all (the chunk allocates the array, ``emit/cube_kernel.py``), and a
 local array's ``x = __local__('x')`` is per-unit code (each unit has its own array). So a loop
 around a barrier over ``range(round(math.log2(sm.size)))`` -- a Blelloch scan's rounds -- was
-refused as unit-dependent, or, where ``warps_loops`` could turn it into a ``while``, checked at run
+refused as unit-dependent, or, where ``analyze/warp_loops.py`` could turn it into a ``while``, checked at run
 time.
 
 Making the names uniform would be wrong: the value of a local array's name differs per unit, and

@@ -14,7 +14,7 @@ shfl_up: ``l - d``, shfl_xor: ``l ^ d``, shfl_sync: ``d``; a lane whose source i
 its own value, which is in ``N``); the round before must deliver ``S``. For the tuple above that
 is lanes 0-15, 0-7, 0-3, 0-1, 0: 31 lane updates per warp instead of 160. The lane sets are
 known at translation time; the region loops of round ``k`` loop over ``[lo_k, hi_k)`` of each
-warp (``unitloops``), the convex hull of the set (computing more lanes than demanded is
+warp (``emit/unit_loops.py``), the convex hull of the set (computing more lanes than demanded is
 harmless: their values are never read).
 
 **Why it is exact.** The loop is recognised only in this shape (``DemandedLanes._match``), and
@@ -42,7 +42,7 @@ today's code is printed for anything else:
 - no unit exits (``return``), not in grid mode, no shuffle snapshot; the lane bounds are
   chosen per cube, the demanded ones where the run-time conditions above hold and all 32
   otherwise (literals after Numba folds the type test); and the restricted loop
-  is only the copy printed once every replica of the region exists (``regions_emit``'s
+  is only the copy printed once every replica of the region exists (``emit/regions.py``'s
   allocating copy runs every lane), so the first store that allocates a replica -- and with it the
   ``x__ok`` flags that decide whether the exchange's divergence check runs -- happens exactly
   as before. The exchange's check itself runs at cube level, untouched.
@@ -119,7 +119,7 @@ class DemandedLanes:
 
     def rounds(self, ctrl) -> list[int] | None:
         """The offsets of ``ctrl``'s rounds when it is a demanded-lane loop, else None.
-        ``fission`` then prints the loop unrolled, ``t = c_k`` before round ``k``'s copy of the
+        ``emit/cube_kernel.py`` then prints the loop unrolled, ``t = c_k`` before round ``k``'s copy of the
         body (the same program: the body has no ``break``/``continue`` and leaves ``t`` alone),
         so that each round's offset and lane bounds are constants LLVM can fold: a loop over
         16, 8, ... lanes with a trip count and offset read from a tuple cost more to enter than

@@ -23,7 +23,7 @@ and returns the body without them. Two more forms of conjunct become part of tha
 - a residue: ``L % m == c`` or ``L & (m - 1) == c`` (``m`` a power of two), with ``L`` the unit's
   linear id ``__tid`` or ``threadIdx.x`` and ``m``, ``0 <= c < m`` int literals. ``cuda.laneid ==
   c`` lowers to ``(__tid % 32) == c``, the one lane of each warp that stores a warp's result. The
-  ``__tx`` loop then steps by ``m`` from the first admitted value (``unitloops``): for ``__tid``,
+  ``__tx`` loop then steps by ``m`` from the first admitted value (``emit/unit_loops.py``): for ``__tid``,
   whose value is ``__tbase + __tx`` in the nested loops, that start depends on the row, so a 3-D
   cube is exact too (its lanes are linear ids mod 32, not ``threadIdx.x``).
 
@@ -34,7 +34,7 @@ the leading run of conjuncts (what follows one that stays is still evaluated as 
 short-circuit evaluation is unchanged); a conjunct on other coordinates stays a test. What a
 skipped unit would still have done is loading its replicas and recomputing ids, which only reads.
 A region under a run-time mask keeps its mask's span and per-unit test, and the admitted range
-is intersected with that span. ``regions_emit`` checks the region-level conditions; this module
+is intersected with that span. ``emit/regions.py`` checks the region-level conditions; this module
 checks the code.
 """
 
@@ -126,7 +126,7 @@ class _UnitGuard(GuardHoist):
         return True
 
     def _equality(self, left: ast.expr, right: ast.expr) -> bool:
-        # the linear id is ``__tbase + __tx`` in the nested loops (``unitloops``)
+        # the linear id is ``__tbase + __tx`` in the nested loops (``emit/unit_loops.py``)
         left, right = _linear(left), _linear(right)
         la, ra = affine_in(left, self.inner), affine_in(right, self.inner)
         if la is None or ra is None:

@@ -14,7 +14,7 @@ the test keeps LLVM from vectorizing the loop (measured on the tiled matmul of
 cubes are interior: the test holds for every one of their units. ``split`` finds the tests (of
 ``if`` statements and conditional expressions, at any depth of the region) that are such
 guards and returns a cube-level check that they hold for every unit, with the region's code in
-which each of those tests is replaced by the check's name. ``regions_emit`` prints::
+which each of those tests is replaced by the check's name. ``emit/regions.py`` prints::
 
     __in<k> = <check>
     if __in<k>:

@@ -1,5 +1,5 @@
 """Two adjacent barrier regions -- R1 reads shared ``sm[tid + c]``, R2 updates ``sm[tid]`` -- give
-NumPy's result, whatever order ``fission`` runs their unit loops in.
+NumPy's result, whatever order ``emit/cube_kernel.py`` runs their unit loops in.
 
 These pin the cases a fusion of R1 and R2 into one unit loop would have to tell apart: fusing is
 legal for the Hillis-Steele scan (``c = -off``, iterated by descending ``tid``), for ``c > 0``

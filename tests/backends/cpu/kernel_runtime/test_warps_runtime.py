@@ -1,4 +1,4 @@
-"""``warps_runtime``'s mask helpers against NumPy references over random masks.
+"""``kernel_runtime/warps.py``'s mask helpers against NumPy references over random masks.
 
 ``mask_bounds`` gives the span of the executing slots; ``mask_span`` adds whether every warp is
 whole under the mask (no warp has both executing and live non-executing lanes) and whether the

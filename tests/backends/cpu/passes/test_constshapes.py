@@ -6,7 +6,7 @@ a barrier in each round. Written with the round count taken from the shared arra
 (``range(round(math.log2(temp.size)))``), it used to be refused as a barrier under a
 unit-dependent loop range, while the same number passed as an argument worked. The kernels here
 run through a CPU client and are checked against NumPy's exclusive scan; the loops reuse their
-variable ``d`` (so the run-time ``while`` fallback of ``warps_loops`` does not apply: the bound
+variable ``d`` (so the run-time ``while`` fallback of ``analyze/warp_loops.py`` does not apply: the bound
 must be proven uniform statically). Bounds that really depend on the unit stay refused, or
 checked at run time where the design does so.
 """

@@ -1,4 +1,4 @@
-"""Demanded lanes (``warps_demand``): shuffle rounds over a constant tuple of offsets compute only
+"""Demanded lanes (``passes/demanded_lanes.py``): shuffle rounds over a constant tuple of offsets compute only
 the lanes whose value is read after them, and give bit for bit what every lane computing gives.
 
 Each kernel is checked against an independent NumPy reference in the GPU's shuffle-tree order

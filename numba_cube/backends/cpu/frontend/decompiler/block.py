@@ -1,9 +1,9 @@
 """Python statements for one basic block of Numba's untyped IR (kernels without source).
 
-``sourceless`` rebuilds a Python ``def`` from the bytecode of a kernel that has no source (made
+``frontend/decompiler/function.py`` rebuilds a Python ``def`` from the bytecode of a kernel that has no source (made
 by ``exec``, typed into a REPL). Numba's bytecode frontend gives its untyped IR: basic blocks of
 ``target = expression`` over single-use temporaries (``$16load_attr.1``). This module turns one
-block back into Python statements, ``sourceless_flow`` arranges the blocks into ``if``/``for``/
+block back into Python statements, ``frontend/decompiler/flow.py`` arranges the blocks into ``if``/``for``/
 ``while``.
 
 Temporaries are folded back into the expressions they came from, so that the existing

@@ -1,6 +1,6 @@
 """Tables and small helpers for spelling Numba IR values as Python expressions.
 
-``sourceless_block`` renders the untyped IR of a kernel without source back into Python; this
+``frontend/decompiler/block.py`` renders the untyped IR of a kernel without source back into Python; this
 module holds what that needs and does not depend on the block being rendered: the operator
 tables (IR operators are the ``operator`` module's functions), constants as AST nodes,
 ``slice(...)`` calls turned back into ``a:b`` syntax, and global-name lookup.

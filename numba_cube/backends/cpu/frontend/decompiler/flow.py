@@ -1,6 +1,6 @@
 """Structured control flow from Numba's untyped IR: basic blocks -> ``if``/``for``/``while``.
 
-The blocks of a function CPython compiled from structured source (``sourceless`` rebuilds
+The blocks of a function CPython compiled from structured source (``frontend/decompiler/function.py`` rebuilds
 kernels without source) form a reducible graph, which is re-nested here:
 
 - a **branch** becomes ``if c: <then> else: <else>``, both arms running up to the block's

@@ -10,8 +10,8 @@ CPU backend must too. ``frontend.load_function`` asks this module in two places:
   since it was imported, or a tool that registered other text under the same name, must not
   make the translator compile another kernel than numba-cuda would.
 - ``function_node(py_func, role)``: no (matching) source. Numba's own bytecode frontend
-  (``run_frontend``) gives the untyped IR, which ``sourceless_block`` (statements) and
-  ``sourceless_flow`` (``if``/``for``/``while``) turn back into an ``ast.FunctionDef`` whose
+  (``run_frontend``) gives the untyped IR, which ``frontend/decompiler/block.py`` (statements) and
+  ``frontend/decompiler/flow.py`` (``if``/``for``/``while``) turn back into an ``ast.FunctionDef`` whose
   statements carry the user's line numbers. The translator then handles it as it handles parsed
   source, with the same support and refusals (barriers and shared memory included), since what
   it receives is an equivalent Python function over the same globals and closure.

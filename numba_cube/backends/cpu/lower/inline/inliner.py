@@ -20,7 +20,7 @@ own (``<name>__dev``); a call is *inlined* instead when
 callee (``SourceFunction.with_static``: they resolve like closure variables), run-time arguments
 are evaluated once into the callee's renamed parameters (or aliased, for plain names), the callee
 is lowered for that binding by a child ``Lowerer``, its returns become assignments to a result
-variable (``inline_body``), and the statements are hoisted before the caller's statement, whose
+variable (``lower/inline/body.py``), and the statements are hoisted before the caller's statement, whose
 call becomes the result variable.
 
 Shared arrays follow numba-cuda, which creates one array per declaration in each compiled
@@ -33,13 +33,13 @@ versions to numba-cuda, one array here; only a program that reads a shared array
 previous call of another version can tell.)
 
 A ``cuda.jit`` kernel called from a kernel is a device function, as in numba-cuda. A ``*args``
-parameter is supported in inlined functions (``inline_bind``), nested ``def`` s in any function
-(``inline_nested``).
+parameter is supported in inlined functions (``lower/inline/bind.py``), nested ``def`` s in any function
+(``lower/inline/nested.py``).
 
 Refused with ``CompileError``: recursion through inlined functions, ``return`` inside a loop of
 an inlined function, an inlined call evaluated lazily (in ``and``/``or``, ``x if c else y``, a
 chained comparison, a ``while`` condition, a comprehension) or after another device-function or
-atomic call of the same statement (``inline_hooks``), ``**kwargs`` at the call, a compile-time
+atomic call of the same statement (``lower/inline/hooks.py``), ``**kwargs`` at the call, a compile-time
 object bound to a parameter that the callee reassigns, and an inlined device function declared
 with signatures (numba-cuda would convert the arguments).
 """

@@ -39,8 +39,8 @@ unchecked time. An innermost ``range`` loop whose indices are affine in its vari
 once, at the range's ends, before it runs (``_Loop``); with that the suite runs at 1.05-1.10x
 (wall time; 1.02-1.06x in CPU time), no kernel above 1.3x.
 
-The rewrite runs on the finished shape (``codegen`` calls ``add_checks`` after ``flatten`` or
-``fission`` has planned the loops), so no analysis sees the calls: the plan and every
+The rewrite runs on the finished shape (``emit/module.py`` calls ``add_checks`` after ``emit/flat_kernel.py`` or
+``emit/cube_kernel.py`` has planned the loops), so no analysis sees the calls: the plan and every
 optimisation are the ones the kernel gets without them; only the text of the unit loops may
 differ (fission prints coordinate loops for a body that names the coordinates). Without
 ``boundscheck`` nothing here runs and the generated module is what it was.

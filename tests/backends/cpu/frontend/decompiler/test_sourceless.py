@@ -1,4 +1,4 @@
-"""``sourceless`` and its hook in ``frontend.load_function``: which source is used, and what a
+"""``frontend/decompiler/function.py`` and its hook in ``frontend.load_function``: which source is used, and what a
 kernel without source becomes.
 
 Kernels made with ``exec`` (so ``inspect`` finds no source) are built with ``build_program`` and

@@ -1,4 +1,4 @@
-"""``sourceless_block``: the statements and expressions of kernels without source.
+"""``frontend/decompiler/block.py``: the statements and expressions of kernels without source.
 
 Each kernel is made with ``exec`` (no source anywhere), rebuilt from its bytecode, built with
 ``build_program`` and run in both generated variants against NumPy (or plain Python over the

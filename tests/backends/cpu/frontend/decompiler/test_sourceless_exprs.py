@@ -1,4 +1,4 @@
-"""``sourceless_exprs``: bytecode constants and slices spelled as Python expressions.
+"""``frontend/decompiler/exprs.py``: bytecode constants and slices spelled as Python expressions.
 
 The reference is Python itself: evaluating the emitted expression gives back the constant, and a
 subscript rebuilt from ``slice(...)`` calls selects what the slice objects select in NumPy.

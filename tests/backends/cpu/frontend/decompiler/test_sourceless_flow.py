@@ -1,4 +1,4 @@
-"""``sourceless_flow``: the control flow of kernels without source, re-nested from the IR.
+"""``frontend/decompiler/flow.py``: the control flow of kernels without source, re-nested from the IR.
 
 Kernels made with ``exec`` (no source anywhere) with for and while loops, ``continue``,
 ``break``, early returns, nested loops and barriers inside loops are built with
