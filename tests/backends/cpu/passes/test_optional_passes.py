@@ -21,7 +21,7 @@ from numba import cuda
 
 import numba_cube as cube
 from numba_cube.backends.cpu.passes import OPTIONAL_PASSES, disabled, enabled
-from numba_cube.backends.cpu.translate import translate
+from numba_cube.backends.cpu.translate import build_program, translate
 
 sys.path.insert(0, str(Path(__file__).parents[4] / "benchmarks"))
 import bench_kernels  # noqa: E402
@@ -113,6 +113,19 @@ def test_an_unknown_pass_name_is_refused_naming_the_passes(monkeypatch):
     assert not any(enabled(name) for name in OPTIONAL_PASSES)
     monkeypatch.delenv("NUMBA_CUBE_DISABLE_PASSES")
     assert all(enabled(name) for name in OPTIONAL_PASSES)
+
+
+def test_a_translation_kept_on_disk_is_not_reused_with_other_passes_off(monkeypatch):
+    """The set switched off is part of the translation's key: a kernel translated (and kept on
+    disk under its id) with every pass on is translated again with ``interior`` off, and the
+    translation kept for the full pipeline is found again afterwards."""
+    kernel_id = "test-optional-passes-matmul"
+    full = build_program(bench_kernels.fast_matmul.py_func, kernel_id=kernel_id).source
+    monkeypatch.setenv("NUMBA_CUBE_DISABLE_PASSES", "interior")
+    without = build_program(bench_kernels.fast_matmul.py_func, kernel_id=kernel_id).source
+    assert "interior" in full and "interior" not in without
+    monkeypatch.delenv("NUMBA_CUBE_DISABLE_PASSES")
+    assert build_program(bench_kernels.fast_matmul.py_func, kernel_id=kernel_id).source == full
 
 
 @pytest.mark.parametrize("name", sorted(OPTIONAL_PASSES))
