@@ -254,13 +254,22 @@ class CpuBackend(HostBackend):
 
 
 def _compile_twin(kernel, prog, twin: str, sig: tuple, arg_types: tuple):
-    """The entry point of ``twin`` (``"serial"`` or ``"parallel"``) for ``sig``."""
+    """The entry point of ``twin`` (``"serial"`` or ``"parallel"``) for ``sig``.
+
+    The serial twin's entry is its chunk function, called as ``chunk(0, 1, <geometry>, *args)``
+    (``_twin_runner``), not ``<kernel>__ser``, which only wraps that call: Numba leaks a small
+    allocation per call when an exception leaves a jitted function through a nested jitted call
+    (numba/numba#10783; 48 bytes per failing launch measured here), and none when it leaves the
+    function Python called. Compiling ``__ser`` compiles the chunk, so the serial twin costs
+    the same compile as before."""
     dispatcher = prog.serial if twin == "serial" else prog.parallel
     try:
         # A twin compiled at its first choice runs inside a launch, maybe on the main thread:
         # a Ctrl-C there is taken when Numba is done (runtime/client/interrupts.py says why).
         with deferred_interrupt():
             entry = dispatcher.compile(sig)
+            if twin == "serial" and prog.chunk is not None and callable(entry):
+                entry = _ChunkEntry(prog.chunk.compile((types.int64, types.int64) + sig))
     except CompileError:
         raise
     except Exception as exc:
@@ -273,11 +282,33 @@ def _compile_twin(kernel, prog, twin: str, sig: tuple, arg_types: tuple):
         if where is not None:
             err.filename, err.lineno = where
         raise err from exc
-    return entry if callable(entry) else dispatcher
+    return entry if callable(entry) or isinstance(entry, _ChunkEntry) else dispatcher
+
+
+class _ChunkEntry:
+    """The serial twin as its chunk function (``_compile_twin``): what ``_twin_runner`` calls."""
+
+    __slots__ = ("chunk",)
+
+    def __init__(self, chunk):
+        self.chunk = chunk
 
 
 def _twin_runner(dynamic_shared: bool, entry):
     """``run(count, dim, args, shared_bytes)`` calling one compiled twin."""
+    if isinstance(entry, _ChunkEntry):
+        chunk = entry.chunk
+        # ``<kernel>__ser``'s own test, then its one call: chunk 0 of 1 is the whole launch
+        if dynamic_shared:
+            def run(count, dim, args, shared_bytes=0):
+                if count[0] * count[1] * count[2] * dim[0] * dim[1] * dim[2] > 0:
+                    chunk(0, 1, count[0], count[1], count[2], dim[0], dim[1], dim[2],
+                          shared_bytes, *args)
+        else:
+            def run(count, dim, args, shared_bytes=0):
+                if count[0] * count[1] * count[2] * dim[0] * dim[1] * dim[2] > 0:
+                    chunk(0, 1, count[0], count[1], count[2], dim[0], dim[1], dim[2], *args)
+        return run
     if dynamic_shared:
         def run(count, dim, args, shared_bytes=0):
             entry(count[0], count[1], count[2], dim[0], dim[1], dim[2], shared_bytes, *args)

@@ -167,6 +167,9 @@ class CpuProgram:
     #: the arrays whose subscripts a ``boundscheck=True`` module checks
     #: (``passes/bounds/checks.py``)
     bounds_sites: tuple = ()
+    #: the chunk function both twins call: ``chunk(c, nchunks, <geometry>, *args)`` runs chunk
+    #: ``c`` of ``nchunks``; ``chunk(0, 1, ...)`` is the serial twin's whole work
+    chunk: object = None
 
 
 @dataclass(frozen=True)
@@ -290,4 +293,5 @@ def build_program(py_func, boundscheck: bool = False, fastmath: bool | tuple = F
         shape=translation.shape,
         dynamic_shared=translation.dynamic_shared,
         bounds_sites=getattr(module, "__bounds_sites", ()),
+        chunk=getattr(module, f"{name}__chunk"),
     )

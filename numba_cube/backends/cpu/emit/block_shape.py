@@ -10,8 +10,9 @@ warp-shuffle reduction of ``benchmarks/bench_kernels.py`` (2^24 float64, serial 
 prints the ratio against a hand-written ``prange`` reduction in the same process, 2.73-3.19x
 before and 1.59-1.65x after.
 
-``for_block(source, block)`` makes the module for one shape from the translator's text, by
-text, so a cached translation serves every shape without translating again:
+``for_block(source, block)`` makes the module for one shape from the translator's text (the
+launchers found in its syntax tree, the lines added to the text, whose comments carry the
+kernel's own lines), so a cached translation serves every shape without translating again:
 
 - every launcher function of the kernel (``<kernel>__chunk``, ``__body``, ``__guard``,
   ``__par``, ``__ser``) rebinds ``__bdx, __bdy, __bdz`` to the shape's values first thing (LLVM
@@ -30,44 +31,50 @@ per row, and a compile per shape would buy nothing.
 
 from __future__ import annotations
 
-import re
+import ast
 
 __all__ = ["for_block", "SPECIALIZED_HEADER"]
 
 #: The line that marks a specialized module (after the translator's header comment).
 SPECIALIZED_HEADER = "# specialized for block shape"
 
-_GEOMETRY = "__bdx, __bdy, __bdz"
+_GEOMETRY = ("__bdx", "__bdy", "__bdz")
 #: the generated functions of a kernel that take the block shape (``module._launchers``)
 _LAUNCHERS = ("chunk", "body", "guard", "par", "ser")
-_DEF = re.compile(r"^def (\w+)\((.*)\):$")
+
+
+def _launcher_bodies(source: str, kernel_name: str) -> list[tuple[str, int, int]]:
+    """``(name, line index of its first statement, its indentation)`` for every launcher of
+    ``kernel_name`` in the module ``source`` that takes the block shape, read from the module's
+    syntax tree (not its text: a signature over several lines, or a body that starts with a
+    comment, is found all the same)."""
+    launchers = {f"{kernel_name}__{part}" for part in _LAUNCHERS}
+    found = []
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.FunctionDef) and node.name in launchers \
+                and set(_GEOMETRY) <= {a.arg for a in node.args.args}:
+            first = node.body[0]
+            found.append((node.name, first.lineno - 1, first.col_offset))
+    return found
 
 
 def for_block(source: str, kernel_name: str, block: tuple[int, int, int]) -> str:
     """``source`` (a generated cube module for ``kernel_name``) with ``block`` fixed; see the
     module docstring."""
     bx, by, bz = (int(v) for v in block)
-    launchers = {f"{kernel_name}__{part}" for part in _LAUNCHERS}
     entries = {f"{kernel_name}__par", f"{kernel_name}__ser"}
-    rebind = [f"    __bdx = {bx}", f"    __bdy = {by}", f"    __bdz = {bz}"]
-    check = [f"    if __bdx != {bx} or __bdy != {by} or __bdz != {bz}:",
-             f"        raise ValueError('this module of {kernel_name} is compiled for block shape "
-             f"({bx}, {by}, {bz})')"]
-    out: list[str] = []
-    header_done = False
-    specialized = 0
-    for line in source.split("\n"):
-        if not header_done and not line.startswith("#"):
-            out.append(f"{SPECIALIZED_HEADER} ({bx}, {by}, {bz})")
-            header_done = True
-        out.append(line)
-        found = _DEF.match(line)
-        if found is None or found.group(1) not in launchers or _GEOMETRY not in found.group(2):
-            continue
-        if found.group(1) in entries:
-            out.extend(check)
-        out.extend(rebind)
-        specialized += 1
-    if specialized == 0:
+    lines = source.split("\n")
+    bodies = _launcher_bodies(source, kernel_name)
+    if not bodies:
         raise ValueError(f"no generated function of {kernel_name} takes the block shape")
-    return "\n".join(out)
+    for name, first, indent in sorted(bodies, key=lambda b: -b[1]):   # bottom up: indices hold
+        pad = " " * indent
+        added = [f"{pad}__bdx = {bx}", f"{pad}__bdy = {by}", f"{pad}__bdz = {bz}"]
+        if name in entries:
+            added = [f"{pad}if __bdx != {bx} or __bdy != {by} or __bdz != {bz}:",
+                     f"{pad}    raise ValueError('this module of {kernel_name} is compiled for "
+                     f"block shape ({bx}, {by}, {bz})')"] + added
+        lines[first:first] = added
+    header = next(i for i, line in enumerate(lines) if not line.startswith("#"))
+    lines.insert(header, f"{SPECIALIZED_HEADER} ({bx}, {by}, {bz})")
+    return "\n".join(lines)
