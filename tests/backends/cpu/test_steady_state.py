@@ -66,3 +66,48 @@ def test_ten_thousand_iterations_of_create_launch_free_do_not_grow():
     assert checkpoints == [warm] * 10, (warm, checkpoints)
     expected = 1.0 + 2.0 * (sum(range(200)) + sum(range(10_000)))    # keep += out, out = 2k
     np.testing.assert_allclose(client.read(keep), np.full(256, expected))
+
+
+@cube.kernel
+def raise_in_first_unit(out):
+    i = cuda.grid(1)
+    if i == 0:
+        raise ValueError("first unit")
+    if i < out.size:
+        out[i] = 1.0
+
+
+def test_a_loop_of_kernels_that_raise_holds_no_more_memory():
+    """A kernel's own ``raise`` (a constant exception) fails its launch; 2,000 such launches
+    after a warm-up leave less than 16 traced bytes per launch (``tracemalloc``, after a
+    collection) and each read raises the kernel's ``ValueError``. 48 bytes per launch were left
+    while the serial twin reached the chunk function through ``<kernel>__ser``: Numba leaks one
+    allocation when an exception leaves through a nested jitted call (numba/numba#10783); the
+    server now calls the chunk itself. Nothing is timed."""
+    import gc
+    import tracemalloc
+
+    client = cube.client("cpu:5")
+    out = client.empty(64)
+
+    def fail(times):
+        for _ in range(times):
+            client.launch(raise_in_first_unit, 2, 32, out)
+            try:
+                client.read(out)
+            except cube.LaunchFailure as failure:
+                root = failure.root
+        client.sync()
+        gc.collect()
+        return root
+
+    fail(300)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        root = fail(2000)
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert grown < 2000 * 16, f"{grown} bytes over 2000 failing launches"
+    assert isinstance(root, ValueError) and str(root) == "first unit"
