@@ -191,16 +191,11 @@ CPU_STAGES = {
     "emit": {"emit", "passes", "analyze", "lower", "frontend", "kernel_runtime"},
 }
 
-#: Edges against the stage rules that exist today, each to be removed (issue 31): passes that
-#: still print their own pieces with the emitters' ``Writer`` or loop printer. The test below
+#: Edges against the stage rules that exist today, each to be removed (issue 31): the
+#: demanded-lanes pass still prints its pieces with the emitters' ``Writer``. The test below
 #: fails when one of them disappears, so that this list only shrinks.
 CPU_STAGE_DEBT = {
     ("passes.demanded_lanes", "emit.unit_code"),
-    ("passes.privatize", "emit.unit_code"),
-    ("passes.spans", "emit.unit_code"),
-    ("passes.spans", "emit.warps"),
-    ("passes.stride_interchange", "emit.unit_code"),
-    ("passes.stride_interchange", "emit.unit_loops"),
 }
 
 _CPU = "numba_cube.backends.cpu."

@@ -49,7 +49,7 @@ from numba_cube.backends.cpu.lower import dynamic_shared as dynshared
 from numba_cube.backends.cpu.passes import (
     spans, stride_interchange, demanded_lanes as warps_demand,
 )
-from numba_cube.backends.cpu.emit import warps as warps_emit
+from numba_cube.backends.cpu.emit import interchanged_region, mask_spans, warps as warps_emit
 from numba_cube.backends.cpu.analyze.dataflow import Purity, stores
 from numba_cube.backends.cpu.lower.hidden import ACC_PREFIX, HIDDEN_IDS, LINEAR_TID, SLOT
 from numba_cube.backends.cpu.lower.lowering import Lowered
@@ -123,7 +123,7 @@ class CubeKernel:
         self.monotone = ({} if self.grid or self.has_exit else
                          spans.monotone_masks(self.plan, self.remat, self.uniform, purity))
         if self.monotone:
-            self.imports.append(spans.IMPORT)
+            self.imports.append(mask_spans.IMPORT)
         #: regions that only evaluate a monotone mask, filled in closed form in 1-D cubes
         self.closed = spans.closed_fills(regions, self.monotone, self.remat,
                                          set(self.uniform) | set(lowered.params), purity)
@@ -145,7 +145,7 @@ class CubeKernel:
         #: regions whose grid-stride loop runs row by row across the units (stride_interchange)
         self.interchanged = stride_interchange.plan(self)
         if self.interchanged:
-            self.imports.append(stride_interchange.IMPORT)
+            self.imports.append(interchanged_region.IMPORT)
         #: shuffle rounds that compute only the lanes read after them (``passes/demanded_lanes.py``)
         self.demand = warps_demand.DemandedLanes(self)
         if self.demand.loops:

@@ -48,6 +48,7 @@ from numba_cube.backends.cpu.frontend import resolve as rs
 from numba_cube.backends.cpu.analyze.dataflow import Purity, remat_definitions
 from numba_cube.backends.cpu.emit.cube_kernel import CubeKernel
 from numba_cube.backends.cpu.emit.flat_kernel import FlatKernel
+from numba_cube.backends.cpu.emit import privatized_chunk
 from numba_cube.backends.cpu.frontend.source import SourceFunction, load_function
 from numba_cube.backends.cpu.lower.hidden import (
     ACC_PREFIX, GRID_UNIFORM_IDS, HIDDEN_IDS, LINEAR_TID, NONNEG, UNIFORM_IDS, contains_barrier,
@@ -194,7 +195,7 @@ class Unit:
         # before the shapes see the body: the private copies are parameters of the chunk body
         self.privatized = privatize.privatize(kernel, self.env)
         if self.privatized:
-            privatize.wrapper_imports(self.env)
+            privatized_chunk.wrapper_imports(self.env)
         self._stage("privatize", kernel.body)
 
         purity = Purity(self.kernel_fn.local_names | set(kernel.params), self.env.objects)
@@ -235,7 +236,7 @@ class Unit:
         args = ", ".join(geometry + list(params))
         if self.privatized:     # the body runs on private copies, a wrapper merges them
             shape.emit_chunk(w, f"{name}__body", self._decorator(None))
-            privatize.emit_wrapper(w, chunk, f"{name}__body", geometry, self.privatized,
+            privatized_chunk.emit_wrapper(w, chunk, f"{name}__body", geometry, self.privatized,
                                    self._decorator(None))
         else:
             shape.emit_chunk(w, chunk, self._decorator(None))

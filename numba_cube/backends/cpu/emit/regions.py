@@ -41,7 +41,8 @@ from __future__ import annotations
 
 import ast
 
-from numba_cube.backends.cpu.passes import guards, interior, spans, stride_interchange
+from numba_cube.backends.cpu.passes import guards, interior
+from numba_cube.backends.cpu.emit import interchanged_region, mask_spans
 from numba_cube.backends.cpu.emit import warps as warps_emit
 from numba_cube.backends.cpu.analyze.dataflow import store_counts, stores
 from numba_cube.backends.cpu.lower.hidden import SLOT
@@ -75,13 +76,13 @@ class RegionPrinter:
         code, uses_flag = lower_returns(code, on_exit)
         w.line(f"# region {region.index}")
         if region.index in self.k.interchanged:
-            stride_interchange.emit(self, w, self.k.interchanged[region.index])
+            interchanged_region.emit(self, w, self.k.interchanged[region.index])
             return
         lanes = self.k.demand.region_lanes(w, region)
         skip = [f"__exited[{slot}]"] if self.k.has_exit else []
         if region.index in self.k.closed:
             # a monotone mask's evaluation: two slices in a 1-D cube (``spans``)
-            spans.emit_closed_fill(w, *self.k.closed[region.index], self.k.total)
+            mask_spans.emit_closed_fill(w, *self.k.closed[region.index], self.k.total)
             with w.indent("else:"):
                 self._allocating_loops(w, region, code, skip, uses_flag, lanes=lanes)
             return
@@ -144,7 +145,7 @@ class RegionPrinter:
         group = "__nt" if self._knows_density((mask, sel)) else None
         if mask in self.k.monotone:
             closed = any(c[0] == mask for c in self.k.closed.values())
-            return spans.emit_bounds(w, mask, sel, self.k.monotone[mask], self.k.total, closed)
+            return mask_spans.emit_bounds(w, mask, sel, self.k.monotone[mask], self.k.total, closed)
         return warps_emit.emit_bounds(w, mask, sel, self.k.total, group)
 
     def emit_remat(self, w: Writer, live_in: set[str], mentioned: set[str]) -> None:

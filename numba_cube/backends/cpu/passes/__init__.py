@@ -1,9 +1,10 @@
 """Passes: each decides one thing about a kernel (a check to add, a loop to reorder, a region
 to run in lockstep, an idiom to replace) from the lowered body and the analyses.
 
-A pass never prints the module; the emitters (``emit/``) read its decisions. (Four passes still
-use the emitters' ``Writer`` to print their own pieces: ``tests/test_layering.py`` lists those
-edges, which are to go.)
+A pass never prints the module; the emitters (``emit/``) read its decisions and print them
+(``emit/privatized_chunk.py``, ``emit/interchanged_region.py``, ``emit/mask_spans.py``, ...).
+(``demanded_lanes.py`` still prints its loops' pieces with the emitters' ``Writer``:
+``tests/test_layering.py`` lists that edge, which is to go.)
 
 **Optional passes.** Most passes only make a kernel faster: with one of them off, the kernel
 computes the same, in a slower form. Those are listed in ``OPTIONAL_PASSES`` and can be switched

@@ -1,4 +1,5 @@
-"""Find the global arrays whose atomics may be privatized per chunk, and print the chunk wrapper.
+"""Find the global arrays whose atomics may be privatized per chunk, and name their copies (the
+chunk function that makes and merges them is printed by ``emit/privatized_chunk.py``).
 
 Why this exists: a kernel that only ever *adds* into a global array through ``cuda.atomic.add``
 (a histogram) spends its time in contended atomic instructions on the CPU. ``private_atomics``
@@ -46,7 +47,6 @@ from dataclasses import dataclass
 from numba_cube.backends.cpu.passes import enabled
 from numba_cube.backends.cpu.kernel_runtime.atomics import function_name
 from numba_cube.backends.cpu.lower.lowering import Lowered
-from numba_cube.backends.cpu.emit.unit_code import Writer
 
 #: the atomics' helper names in generated code (``cuda_calls._atomic``) that privatize, and the
 #: ``private_atomics`` functions that replace them. Only add and sub: inc/dec wrap at a bound (not
@@ -112,33 +112,6 @@ def qualifying(body: list[ast.stmt], params: list[str]) -> list[str]:
             continue
         ok[node.id] = None
     return [p for p in params if ok[p]]
-
-
-def emit_wrapper(w: Writer, chunk: str, body: str, geometry: list[str], privatized: Privatized,
-                 decorator: str) -> None:
-    """Print ``chunk`` (the launchers' signature), which runs ``body`` on private copies."""
-    params = privatized.entry_params
-    copies = privatized.copies
-    w.line(decorator)
-    with w.indent(f"def {chunk}(__c, __nchunks, {', '.join(geometry + params)}):"):
-        units = " * ".join(["__gdx", "__bdx", "__gdy", "__bdy", "__gdz", "__bdz"])
-        w.line(f"__units = {units} // __nchunks")
-        w.line("__data = " + " + ".join(f"__array_bytes({p})" for p in params))
-        others = [p for p in params if p not in copies]
-        for array, copy in copies.items():
-            overlaps = " or ".join(f"__may_alias({array}, {p})" for p in others) or "False"
-            w.line(f"{copy} = __private_copy({array}, __units, __data, __nchunks, "
-                   f"not ({overlaps}))")
-        w.line(f"{body}(__c, __nchunks, {', '.join(geometry + params + list(copies.values()))})")
-        for array, copy in copies.items():
-            w.line(f"__merge_private({array}, {copy})")
-    w.line()
-
-
-def wrapper_imports(env) -> None:
-    """Register the helpers ``emit_wrapper`` prints with the module's imports."""
-    for name in ("private_copy", "merge_private", "array_bytes", "may_alias"):
-        env.helper(MODULE, name, "__" + name)
 
 
 def _atomic_on(call: ast.Call, copies: dict[str, str]) -> bool:

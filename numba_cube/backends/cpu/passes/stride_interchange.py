@@ -7,8 +7,9 @@ on every access, nothing for the prefetcher. The shared-memory histogram of
 ``benchmarks/bench_kernels.py`` spent 4.5x the time of a hand-written ``prange`` loop there
 (1.6-1.8x with this pass, on a shared two-core host; what is left is mostly the bounds test of
 every shared atomic, ``atomics.element_pointer``, and a cube's rows being a grid apart). This
-pass prints such a region as "for each stride step ``k``: for each unit: iteration ``k``", so the
-units of a cube read neighbouring elements one after another::
+pass decides which regions run as "for each stride step ``k``: for each unit: iteration ``k``"
+(``emit/interchanged_region.py`` prints them), so the units of a cube read neighbouring elements
+one after another::
 
     __si1_stop = <stop>; __si1_step = <step>              # the same for every unit
     for units: __si1_lo/__si1_hi = min/max of len(range(<start>, __si1_stop, __si1_step))
@@ -74,21 +75,15 @@ from numba_cube.backends.cpu.analyze.dataflow import (
     SHAPE_ATTRS, Liveness, loads, store_counts, stores,
 )
 from numba_cube.backends.cpu.kernel_runtime.atomics import function_name
-from numba_cube.backends.cpu.lower.hidden import HIDDEN_IDS, SLOT, UNIFORM_IDS
+from numba_cube.backends.cpu.lower.hidden import HIDDEN_IDS, UNIFORM_IDS
 from numba_cube.backends.cpu.analyze.plan import Region
-from numba_cube.backends.cpu.emit.unit_code import Writer
-from numba_cube.backends.cpu.emit.unit_loops import unit_loops
 
-#: the helper the interchanged loops call (``support.range_item``)
-IMPORT = "from numba_cube.backends.cpu.kernel_runtime.support import range_item as __range_item"
 #: shared-memory atomics whose updates of an integer array commute exactly
 COMMUTING = frozenset("__" + function_name(op, atomic=False) for op in ("add", "sub"))
 #: callees that never keep a reference to their arguments (``_suspects``)
 _ATOMIC_PREFIXES = ("__plain_", "__atomic_", "__private_")
 #: the builtins the printed loops call: refused where the kernel names a variable so
 _BUILTINS = frozenset({"range", "len", "min", "max"})
-#: the initial minimum of the trip counts (larger than any range's length)
-_HUGE = "(1 << 62)"
 
 
 @dataclass
@@ -311,54 +306,3 @@ def _keeps_nothing(purity, func: ast.expr) -> bool:
 
 def _names(*nodes: ast.AST) -> set[str]:
     return {n.id for node in nodes for n in ast.walk(node) if isinstance(n, ast.Name)}
-
-
-# ---- printing -------------------------------------------------------------------------------
-
-
-def emit(printer, w: Writer, ic: Interchange) -> None:
-    """Print the region of ``ic`` interchanged (see the module docstring); ``printer`` is the
-    kernel's ``regions.RegionPrinter``, which recomputes the region's remat names."""
-    k = ic.region.index
-    stop, step, lo, hi, row, n = (f"__si{k}_{s}" for s in ("stop", "step", "lo", "hi", "k", "n"))
-    loop, fn = ic.loop, printer.k.lowered.fn
-    w.line(f"# its loop over {ast.unparse(loop.iter)} runs row by row across the units "
-           "(passes/stride_interchange.py)")
-    names = [stop, step][:len(ic.cube_args)]
-    w.code(_at("\n".join(f"{name} = {ast.unparse(e)}" for name, e in zip(names, ic.cube_args)),
-               loop), fn)
-    # the original range's arguments, unit by unit: the same types, so the same range
-    items = [ast.unparse(e) for e in ic.unit_args] + names
-    args = f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
-    mentioned = {m.id for s in ic.region.code for m in ast.walk(s) if isinstance(m, ast.Name)}
-    item = _at(f"{loop.target.id} = __range_item({row}, {args})", loop)
-
-    def units(stmts: list[ast.stmt]) -> None:
-        body = Writer()
-        printer.emit_remat(body, ic.region.live_in, mentioned)
-        body.code(ic.prefix + stmts, fn)
-        with unit_loops(w, body.text(), grid=False, span=None, shared=[],
-                        slot=SLOT in mentioned):
-            for line in body.lines:
-                w.line(line)
-
-    w.line(f"{lo} = {_HUGE}")
-    w.line(f"{hi} = 0")
-    units(_at(f"{n} = len(range{args})\n{lo} = min({lo}, {n})\n{hi} = max({hi}, {n})", loop))
-    w.line(f"{lo} = min({lo}, {hi})")
-    with w.indent(f"for {row} in range({lo}):"):        # full rows
-        units(item + loop.body)
-    tail = _at(f"if {row} < len(range{args}):\n    pass", loop)[0]
-    tail.end_lineno, tail.body = loop.end_lineno, item + loop.body
-    with w.indent(f"for {row} in range({lo}, {hi}):"):  # the ragged end
-        units([tail])
-
-
-def _at(src: str, loop: ast.For) -> list[ast.stmt]:
-    """``src`` parsed, every node on the loop's first line: an error there points to it
-    (``linemarks``)."""
-    stmts = ast.parse(src).body
-    for node in (m for st in stmts for m in ast.walk(st)):
-        if hasattr(node, "lineno"):
-            node.lineno = node.end_lineno = loop.lineno
-    return stmts
