@@ -289,7 +289,9 @@ class CubeKernel:
                 else:
                     header = f"for {ast.unparse(node.target)} in {ast.unparse(node.iter)}:"
                 rounds = self.demand.rounds(it)
-                self.demand.before_loop(w, it)
+                condition = self.demand.before_loop(it)
+                if condition is not None:
+                    w.line(condition)
                 if rounds is not None:      # unrolled (``demanded_lanes.DemandedLanes.rounds``)
                     for k, c in enumerate(rounds):
                         w.line(f"{ast.unparse(node.target)} = {c}")

@@ -78,7 +78,10 @@ class RegionPrinter:
         if region.index in self.k.interchanged:
             interchanged_region.emit(self, w, self.k.interchanged[region.index])
             return
-        lanes = self.k.demand.region_lanes(w, region)
+        lanes = self.k.demand.region_lanes(region)
+        if lanes is not None:                   # demanded lanes: this round's bounds
+            lanes, statement = lanes
+            w.line(statement)
         skip = [f"__exited[{slot}]"] if self.k.has_exit else []
         if region.index in self.k.closed:
             # a monotone mask's evaluation: two slices in a 1-D cube (``spans``)

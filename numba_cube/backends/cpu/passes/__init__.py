@@ -2,9 +2,8 @@
 to run in lockstep, an idiom to replace) from the lowered body and the analyses.
 
 A pass never prints the module; the emitters (``emit/``) read its decisions and print them
-(``emit/privatized_chunk.py``, ``emit/interchanged_region.py``, ``emit/mask_spans.py``, ...).
-(``demanded_lanes.py`` still prints its loops' pieces with the emitters' ``Writer``:
-``tests/test_layering.py`` lists that edge, which is to go.)
+(``emit/privatized_chunk.py``, ``emit/interchanged_region.py``, ``emit/mask_spans.py``, ...);
+``tests/test_layering.py`` holds that no pass imports an emitter.
 
 **Optional passes.** Most passes only make a kernel faster: with one of them off, the kernel
 computes the same, in a slower form. Those are listed in ``OPTIONAL_PASSES`` and can be switched

@@ -66,7 +66,6 @@ from numba_cube.backends.cpu.lower.hidden import LINEAR_TID, UNIFORM_IDS
 from numba_cube.backends.cpu.analyze.plan import (
     Ctrl, Exchange, MaskedIf, MaskedWhile, Region, Uniform,
 )
-from numba_cube.backends.cpu.emit.unit_code import Writer
 from numba_cube.backends.cpu.lower.warps import temp
 
 _SAFE_BINOPS = (ast.Add, ast.Sub, ast.Mult, ast.BitAnd, ast.BitOr, ast.BitXor)
@@ -115,7 +114,7 @@ class DemandedLanes:
         if not (kernel.grid or kernel.has_exit) and enabled("demanded_lanes"):
             self._walk(kernel.plan)
 
-    # ---- printing hooks ---------------------------------------------------------------------
+    # ---- what the emitters ask while printing -------------------------------------------------
 
     def rounds(self, ctrl) -> list[int] | None:
         """The offsets of ``ctrl``'s rounds when it is a demanded-lane loop, else None.
@@ -127,18 +126,19 @@ class DemandedLanes:
         loop = self.loops.get(id(ctrl))
         return None if loop is None else [e.value for e in ctrl.node.iter.elts]
 
-    def before_loop(self, w: Writer, ctrl) -> None:
+    def before_loop(self, ctrl) -> str | None:
+        """The statement to print before ``ctrl`` when it is a demanded-lane loop (whether its
+        lane sets hold, decided at run time), else None."""
         loop = self.loops.get(id(ctrl))
-        if loop is not None:
-            w.line(f"__dok{loop.n} = {loop.cond}")
+        return None if loop is None else f"__dok{loop.n} = {loop.cond}"
 
     def round_start(self, ctrl, k: int) -> None:
         """Round ``k`` of ``ctrl``'s copies is printed next."""
         self.loops[id(ctrl)].round = k
 
-    def region_lanes(self, w: Writer, region: Region) -> tuple[str, str] | None:
-        """This round's lane bounds of ``region`` (printing their names when they are decided
-        at run time), or None."""
+    def region_lanes(self, region: Region) -> tuple[tuple[str, str], str] | None:
+        """This round's lane bounds of ``region``: their names and the statement that sets them
+        (decided at run time), for the emitter to print; or None."""
         entry = self.regions.get(region.index)
         if entry is None:
             return None
@@ -147,8 +147,7 @@ class DemandedLanes:
         if (lo, hi) == (0, 32):
             return None                      # every lane: the plain loop
         names = f"__dlo{region.index}", f"__dhi{region.index}"
-        w.line(f"{names[0]}, {names[1]} = ({lo}, {hi}) if __dok{loop.n} else (0, 32)")
-        return names
+        return names, f"{names[0]}, {names[1]} = ({lo}, {hi}) if __dok{loop.n} else (0, 32)"
 
     # ---- analysis ---------------------------------------------------------------------------
 
