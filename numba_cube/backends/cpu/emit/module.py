@@ -1,5 +1,11 @@
 """Assemble the generated module for one kernel: header, imports, device functions, kernels.
 
+The translation is the ``PIPELINE`` of named stages (``lower``, ``lockstep``, ``privatize``,
+``shape``, ``bounds``, ``module``), each a ``Unit`` method that takes the ``KernelIR`` the stage
+before it left; ``python -m numba_cube translate --after STAGE`` prints the kernel's body after
+one (``STAGES``), ``NUMBA_CUBE_DISABLE_PASSES`` switches optional passes off
+(``passes/__init__.py``).
+
 A ``Unit`` translates one kernel and, recursively, every device function it calls (all into the
 same module, so that editing a device function changes the module's hash: Numba's cache does not
 notice changes in *other* files). Each kernel is printed twice:
@@ -20,9 +26,9 @@ them (``passes/privatize.py``).
 
 The kernel takes ``(__gdx, __gdy, __gdz, __bdx, __bdy, __bdz, *kernel_params)``, and a kernel that
 declares dynamic shared memory the launch's size in bytes after the geometry
-(``lower/dynamic_shared.py``, ``Unit.dynamic_shared``). Kernels with
-barriers or shared memory use the cube-by-cube shape of ``emit/cube_kernel.py``; the others the flat
-shape of ``emit/flat_kernel.py``.
+(``lower/dynamic_shared.py``, ``Unit.dynamic_shared``). Kernels with barriers or shared memory
+use the cube-by-cube shape of ``emit/cube_kernel.py``; the others the flat shape of
+``emit/flat_kernel.py``.
 
 Device functions (``cuda.jit(device=True)`` and ``njit`` functions called from a kernel) become
 ``<name>__dev`` functions. Those that read thread/block ids get them as extra keyword parameters
@@ -36,6 +42,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numba
@@ -77,10 +84,30 @@ SUPPORT_DIGEST = hashlib.sha256(b"".join(
 ).hexdigest()[:16]
 
 
-#: the stages after which ``Unit.stages`` keeps the kernel's body as text (``record_stages``):
-#: lowered (builtins and inlined device functions), lockstep points inserted, atomics
-#: privatized, and for a cube kernel the scan idiom and constant shapes; then the module
+#: The translator's stages, in order: ``Unit.generate`` runs ``Unit._<name>`` for each on one
+#: ``KernelIR``. ``lower``: builtins and device functions; ``lockstep``: warp-synchronous
+#: regions (``passes/lockstep/``); ``privatize``: global atomics (``passes/privatize.py``);
+#: ``shape``: the flat or cube kernel, with the analyses and passes that decide about its loops
+#: and regions; ``bounds``: bounds checks (``passes/bounds/``); ``module``: the printed text.
+PIPELINE = ("lower", "lockstep", "privatize", "shape", "bounds", "module")
+
+#: the points after which ``Unit.stages`` keeps the kernel's body as text (``record_stages``):
+#: after the first three stages, inside ``shape`` for a cube kernel after the scan idiom and
+#: the constant shapes, and the module itself
 STAGES = ("lower", "lockstep", "privatize", "scan_idiom", "const_shapes", "module")
+
+
+@dataclass
+class KernelIR:
+    """What goes from stage to stage (``PIPELINE``): the lowered kernel and the hidden ids it and
+    its device functions need (``lower``), the flat or cube kernel the later stages decide
+    about and print (``shape``), and the module's text (``module``)."""
+
+    kernel: Lowered | None = None
+    device_needs: dict = field(default_factory=dict)
+    kernel_needs: set = field(default_factory=set)
+    shape: object = None
+    text: str = ""
 
 
 class Unit:
@@ -175,55 +202,78 @@ class Unit:
             self.stages[name] = ast.unparse(ast.Module(list(body), []))
 
     def generate(self) -> str:
+        """Run the ``PIPELINE``'s stages in order on one ``KernelIR``; the module's text."""
+        ir = KernelIR()
+        for name in PIPELINE:
+            getattr(self, f"_{name}")(ir)
+        return ir.text
+
+    def _lower(self, ir: "KernelIR") -> None:
+        """numba.cuda builtins -> hidden names and helpers, device functions lowered (and
+        inlined where they must be), each device function's hidden ids passed to it."""
         kernel = Lowerer(self.kernel_fn, self.env, self.register_device, "kernel").run()
         self._lower_devices()
         needs = self._device_needs()
         self._patch_calls(kernel, needs)
         for _, _, low in self.devices.values():
             self._patch_calls(low, needs)
-        kernel_needs = set(kernel.hidden_used).union(
+        ir.kernel, ir.device_needs = kernel, needs
+        ir.kernel_needs = set(kernel.hidden_used).union(
             *(needs[id(c.py_func)] for _, c in kernel.device_calls))
-        # units that exchange values through memory inside a region run it in lockstep
+        self._stage("lower", kernel.body)
+
+    def _lockstep(self, ir: "KernelIR") -> None:
+        """Units that exchange values through memory inside a region run it in lockstep."""
+        kernel = ir.kernel
         writes = {alias: lockstep.written_parameters(low.params, low.body)
                   for alias, _, low in self.devices.values()}
         exchanged = {d.name for d in kernel.shared}
         if self.lockstep_parameters:
             exchanged |= set(kernel.params)
-        self._stage("lower", kernel.body)
         lockstep.insert_lockstep_points(kernel.body, exchanged, writes)
         self._stage("lockstep", kernel.body)
-        # before the shapes see the body: the private copies are parameters of the chunk body
-        self.privatized = privatize.privatize(kernel, self.env)
+
+    def _privatize(self, ir: "KernelIR") -> None:
+        """Before the shapes see the body: the private copies are parameters of the chunk body."""
+        self.privatized = privatize.privatize(ir.kernel, self.env)
         if self.privatized:
             privatized_chunk.wrapper_imports(self.env)
-        self._stage("privatize", kernel.body)
+        self._stage("privatize", ir.kernel.body)
 
+    def _shape(self, ir: "KernelIR") -> None:
+        """A kernel with barriers or shared memory becomes a cube kernel (its plan, and the
+        passes that decide about its regions: ``cube_kernel.py``), any other a flat one."""
+        kernel = ir.kernel
         purity = Purity(self.kernel_fn.local_names | set(kernel.params), self.env.objects)
         has_barrier = any(contains_barrier(s) for s in kernel.body)
         if has_barrier or kernel.shared:
             self.shape = "cube"
-            shape = self._cube_kernel(kernel, purity)
+            ir.shape = self._cube_kernel(kernel, purity)
         else:
             self.shape = "flat"
-            shape = FlatKernel(kernel, purity, needs_tid=LINEAR_TID in kernel_needs)
-        if self.boundscheck:    # IndexErrors that name the array and the unit (passes/bounds/checks.py)
-            sites = bounds.add_checks(shape)
+            ir.shape = FlatKernel(kernel, purity, needs_tid=LINEAR_TID in ir.kernel_needs)
+
+    def _bounds(self, ir: "KernelIR") -> None:
+        """IndexErrors that name the array and the unit (``passes/bounds/checks.py``)."""
+        if self.boundscheck:
+            sites = bounds.add_checks(ir.shape)
             self.env.helpers[bounds.CHECKER] = bounds.import_line()
             self.env.constants.append(bounds.sites_line(sites))
 
+    def _module(self, ir: "KernelIR") -> None:
+        """Print the module: header and imports, device functions, the launchers."""
         w = Writer()
         self._header(w)
-        for line in getattr(shape, "imports", ()):      # helpers of warp exchanges and masks
+        for line in getattr(ir.shape, "imports", ()):      # helpers of warp exchanges and masks
             w.line(line)
         for key, (alias, fn, low) in self.devices.items():
-            self._device(w, alias, fn, low, needs[key])
-        self._launchers(w, shape, kernel)
+            self._device(w, alias, fn, low, ir.device_needs[key])
+        self._launchers(w, ir.shape, ir.kernel)
         # Numba's own check only where passes/bounds/checks.py's do not cover every access
         # (bounds.relax)
-        text = bounds.relax(w.text()) if self.boundscheck else w.text()
+        ir.text = bounds.relax(w.text()) if self.boundscheck else w.text()
         if self.stages is not None:
-            self.stages["module"] = text
-        return text
+            self.stages["module"] = ir.text
 
     def _launchers(self, w: Writer, shape, kernel: Lowered) -> None:
         """The chunk function and the two entry points that call it."""
