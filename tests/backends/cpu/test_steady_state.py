@@ -7,6 +7,8 @@ from numba import cuda
 
 import numba_cube as cube
 
+from traced import bytes_left_by
+
 
 @cube.kernel
 def scale_add(a, x, out):
@@ -84,9 +86,6 @@ def test_a_loop_of_kernels_that_raise_holds_no_more_memory():
     while the serial twin reached the chunk function through ``<kernel>__ser``: Numba leaks one
     allocation when an exception leaves through a nested jitted call (numba/numba#10783); the
     server now calls the chunk itself. Nothing is timed."""
-    import gc
-    import tracemalloc
-
     client = cube.client("cpu:61")           # a device of its own: counters start at zero
     out = client.empty(64)
 
@@ -98,16 +97,8 @@ def test_a_loop_of_kernels_that_raise_holds_no_more_memory():
             except cube.LaunchFailure as failure:
                 root = failure.root
         client.sync()
-        gc.collect()
         return root
 
-    fail(300)
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
-        root = fail(2000)
-        grown = tracemalloc.get_traced_memory()[0] - before
-    finally:
-        tracemalloc.stop()
+    grown, root = bytes_left_by(fail, 300, 2000)
     assert grown < 2000 * 16, f"{grown} bytes over 2000 failing launches"
     assert isinstance(root, ValueError) and str(root) == "first unit"

@@ -12,13 +12,11 @@ Each kernel goes out of bounds in exactly one unit, so the unit named is known i
 
 from __future__ import annotations
 
-import gc
 import os
 import subprocess
 import sys
 import textwrap
 import threading
-import tracemalloc
 
 import numpy as np
 import pytest
@@ -27,6 +25,8 @@ from numba import cuda, float64, types
 import numba_cube as cube
 from numba_cube.backends.cpu.server import CpuBackend
 from numba_cube.backends.cpu.translate import translate_source
+
+from traced import bytes_left_by
 
 
 @cube.kernel
@@ -502,17 +502,9 @@ def test_failing_launches_reach_a_steady_state_in_memory(checked):
             except cube.LaunchFailure as failure:
                 root = failure.root
         checked.sync()
-        gc.collect()
         return root
 
-    fail(300)
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
-        root = fail(2000)
-        grown = tracemalloc.get_traced_memory()[0] - before
-    finally:
-        tracemalloc.stop()
+    grown, root = bytes_left_by(fail, 300, 2000)
     assert grown < 2000 * 16, f"{grown} bytes over 2000 failing launches"
     assert str(root) == ("kernel shifted_copy: a[10] out of bounds for axis 0 with size 10 "
                          "(cube (1, 0, 0), unit (2, 0, 0))")
