@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from numba import cuda
 
+from numba_cube.backends.cpu.emit import interchanged_region
 from numba_cube.backends.cpu.passes import stride_interchange
 from numba_cube.backends.cpu.translate import build_program, translate_source
 
@@ -175,7 +176,7 @@ def test_generated_code_is_interchanged():
     assert "for __si1_k in range(__si1_lo, __si1_hi):" in src
     assert "if __si1_k < len(range(" in src
     assert "__si0_" not in src and "__si2_" not in src
-    assert stride_interchange.IMPORT in src
+    assert interchanged_region.IMPORT in src
 
 
 # ---- near-misses: exactly today's code ---------------------------------------------------
@@ -367,8 +368,8 @@ def test_near_miss_prints_todays_code(kernel, monkeypatch):
 def test_pass_changes_only_the_region_it_interchanges(monkeypatch):
     """Everything outside the interchanged region (and the one import) is today's text."""
     new = translate_source(hist64.py_func)
-    assert new.count(stride_interchange.IMPORT + "\n") == 1
-    new = new.replace(stride_interchange.IMPORT + "\n", "")
+    assert new.count(interchanged_region.IMPORT + "\n") == 1
+    new = new.replace(interchanged_region.IMPORT + "\n", "")
     old = without_pass(hist64, monkeypatch)
     head, _, rest = old.partition("        # region 1\n")
     assert new.startswith(head + "        # region 1\n")
