@@ -92,9 +92,8 @@ def sites_line(sites: tuple) -> str:
 def add_checks(shape) -> tuple:
     """Rewrite, in place, the subscripts in the code of ``shape`` (a flat kernel,
     ``emit/flat_kernel.FlatKernel``, or a cube kernel, ``emit/cube_kernel.CubeKernel``, before it
-    is emitted); the sites, the texts of the subscripted values in the order the checks number
-    them. A cube kernel is known by its fission plan (``shape.plan``): this pass reads the
-    shapes, it does not import their emitters."""
+    is emitted; a cube kernel is known by its plan, ``shape.plan``); the sites, the texts of the
+    subscripted values in the order the checks number them."""
     sites: list[str] = []
     loops = itertools.count(1)
     plan = getattr(shape, "plan", None)
