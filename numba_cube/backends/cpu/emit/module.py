@@ -19,7 +19,7 @@ keyed by function and signature, not by the ``parallel`` flag. Both call one ``<
 function that runs a contiguous piece of the launch, so the heavy body is compiled once and
 Numba's parfor passes only see a one-line ``prange`` loop (which keeps compile times down; Numba
 still re-optimises the linked body in each caller). Kernels that can raise get a
-``<name>__guard`` wrapper around the chunk in the parallel variant (``Unit._guarded_parallel``).
+``<name>__guard`` wrapper around the chunk in the parallel variant (``emit/entry_points.py``).
 Kernels with global arrays only ever added to atomically get their chunk printed as
 ``<name>__body``, taking per-chunk private copies, and a ``<name>__chunk`` that makes and merges
 them (``passes/privatize.py``).
@@ -55,7 +55,7 @@ from numba_cube.backends.cpu.frontend import resolve as rs
 from numba_cube.backends.cpu.analyze.dataflow import Purity, remat_definitions
 from numba_cube.backends.cpu.emit.cube_kernel import CubeKernel
 from numba_cube.backends.cpu.emit.flat_kernel import FlatKernel
-from numba_cube.backends.cpu.emit import privatized_chunk
+from numba_cube.backends.cpu.emit import entry_points, privatized_chunk
 from numba_cube.backends.cpu.frontend.source import SourceFunction, load_function
 from numba_cube.backends.cpu.lower.hidden import (
     ACC_PREFIX, GRID_UNIFORM_IDS, HIDDEN_IDS, LINEAR_TID, NONNEG, UNIFORM_IDS, contains_barrier,
@@ -68,12 +68,6 @@ from numba_cube.kernel.signatures import declared_signatures
 
 #: bump when the shape of generated code changes in a way the text would not show
 TRANSLATOR_VERSION = 1
-
-#: how many pieces the parallel variant cuts a launch into. Numba's prange hands each thread a
-#: contiguous share of them, so this only has to exceed the core count; each piece allocates its
-#: own shared/local/replica arrays once. (``numba.get_num_threads()`` inside the kernel would make
-#: the function uncacheable: Numba reaches the threading layer through a dynamic global.)
-CHUNKS = 256
 
 #: the folder of everything generated modules import at run time
 KERNEL_RUNTIME = Path(__file__).parents[1] / "kernel_runtime"
@@ -290,23 +284,8 @@ class Unit:
                                    self._decorator(None))
         else:
             shape.emit_chunk(w, chunk, self._decorator(None))
-        if self._may_raise(kernel) or getattr(shape, "may_raise", False):   # run-time checks
-            self._guarded_parallel(w, shape, name, args)
-        else:
-            w.line(self._decorator(True))
-            with w.indent(f"def {name}__par({args}):"):
-                w.line(f"__nchunks = min({shape.work}, {CHUNKS})")
-                with w.indent("for __c in __prange(__nchunks):"):
-                    # prange's index is unsigned: cast, or the chunk would be compiled a
-                    # second time for a (uint64, ...) signature
-                    w.line(f"{chunk}(__np.int64(__c), __nchunks, {args})")
-            w.line()
-        w.line(self._decorator(False))
-        with w.indent(f"def {name}__ser({args}):"):
-            with w.indent(f"if {shape.work} > 0:"):
-                # int64, not literals: the parallel variant must reuse this compiled chunk
-                w.line(f"{chunk}(__np.int64(0), __np.int64(1), {args})")
-        w.line()
+        may_raise = self._may_raise(kernel) or getattr(shape, "may_raise", False)  # run-time checks
+        entry_points.emit(w, name, shape.work, args, may_raise, self._decorator)
 
     def _may_raise(self, kernel: Lowered) -> bool:
         """Can the kernel raise? (bounds checks, Python's error model -- a division by zero
@@ -314,38 +293,6 @@ class Unit:
         bodies = [kernel.body] + [low.body for _, _, low in self.devices.values()]
         return self.boundscheck or self.error_model == "python" or any(isinstance(n, (ast.Raise, ast.Assert))
                                        for body in bodies for s in body for n in ast.walk(s))
-
-    def _guarded_parallel(self, w: Writer, shape, name: str, args: str) -> None:
-        """The parallel entry point for kernels that may raise.
-
-        Numba does not propagate an exception raised inside a prange body (numba issues #2811,
-        #9380): the call returns "a result with an exception set", or nothing at all. So each
-        chunk runs under try/except in ``<name>__guard`` and reports failure in a status array; a
-        failed chunk is then re-run serially, outside the parallel region, to raise the real
-        exception. (Only done when needed: the extra function costs a second optimisation of
-        the kernel body at compile time.)
-        """
-        chunk, guard = f"{name}__chunk", f"{name}__guard"
-        w.line(self._decorator(None))
-        with w.indent(f"def {guard}(__c, __nchunks, {args}):"):
-            with w.indent("try:"):
-                w.line(f"{chunk}(__c, __nchunks, {args})")
-            with w.indent("except Exception:"):
-                w.line("return 1")
-            w.line("return 0")
-        w.line()
-        w.line(self._decorator(True))
-        with w.indent(f"def {name}__par({args}):"):
-            w.line(f"__nchunks = min({shape.work}, {CHUNKS})")
-            w.line("__failed = __np.zeros(__nchunks, __np.uint8)")
-            with w.indent("for __c in __prange(__nchunks):"):
-                w.line(f"__failed[__c] = {guard}(__np.int64(__c), __nchunks, {args})")
-            with w.indent("for __c in range(__nchunks):"):
-                with w.indent("if __failed[__c]:"):
-                    w.line(f"{chunk}(__np.int64(__c), __nchunks, {args})")
-                    w.line("raise RuntimeError('a kernel chunk raised in the parallel region "
-                           "but not when re-run serially')")
-        w.line()
 
     def _cube_kernel(self, kernel: Lowered, purity: Purity) -> CubeKernel:
         # the syncthreads_count/and/or counters are cube-level by construction

@@ -3,7 +3,7 @@
 Why this exists: a histogram kernel (``cuda.atomic.add(hist, data[i], 1)`` per element) spends
 almost all its time on the CPU in contended ``lock``-prefixed adds to a few hot cache lines. When
 the translator has proved that a kernel touches an array *only* through ``cuda.atomic.add``/``sub``
-whose results are unused, each chunk of the launch (``module.CHUNKS``) may accumulate into a
+whose results are unused, each chunk of the launch (``emit/entry_points.py``: ``CHUNKS``) may accumulate into a
 zeroed private copy of the array with plain adds and merge it into the real array at the end with
 one atomic add per non-zero element. For integers this is exact: wrapping addition modulo 2^n is
 associative and commutative, so the final value is the one every interleaving of CUDA's atomics
@@ -55,7 +55,7 @@ UNITS_PER_ELEMENT = 16
 MEMORY_FRACTION = 16
 #: the most chunks running at once: Numba's thread pool never exceeds NUMBA_NUM_THREADS
 #: (``set_num_threads`` can only lower it). A constant, not ``numba.get_num_threads()``, which
-#: would make the generated module uncacheable (see ``module.CHUNKS``). Numba freezes it into the
+#: would make the generated module uncacheable (see ``emit/entry_points.py``: ``CHUNKS``). Numba freezes it into the
 #: cached machine code, so a later change of NUMBA_NUM_THREADS keeps the old bound until the cache
 #: is rebuilt: acceptable, as it only bounds memory, never decides a result.
 MAX_WORKERS = numba.config.NUMBA_NUM_THREADS

@@ -10,7 +10,7 @@ from numba import cuda, int64
 
 import numba_cube as cube
 from numba_cube.backends.cpu.kernel_runtime import private_atomics as P
-from numba_cube.backends.cpu.emit.module import CHUNKS
+from numba_cube.backends.cpu.emit.entry_points import CHUNKS
 from numba_cube.backends.cpu.translate import build_program
 
 BLOCK = 128

@@ -1,0 +1,81 @@
+"""The two entry points of a generated kernel, ``<name>__par`` and ``<name>__ser``, around its
+chunk function (``emit/module.py`` prints the chunk; the runtime calls these, or the chunk itself
+as the serial twin: ``server._compile_twin``).
+
+- ``<name>__par``: ``njit(parallel=True)``, a ``prange`` over at most ``CHUNKS`` pieces of the
+  launch, each a call of the chunk; for a kernel that can raise, each piece runs under
+  ``<name>__guard`` (``emit`` below says why);
+- ``<name>__ser``: ``njit(parallel=False)``, the chunk called once for the whole launch.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from numba_cube.backends.cpu.emit.unit_code import Writer
+
+__all__ = ["emit", "CHUNKS"]
+
+#: how many pieces the parallel variant cuts a launch into. Numba's prange hands each thread a
+#: contiguous share of them, so this only has to exceed the core count; each piece allocates its
+#: own shared/local/replica arrays once. (``numba.get_num_threads()`` inside the kernel would make
+#: the function uncacheable: Numba reaches the threading layer through a dynamic global.)
+CHUNKS = 256
+
+
+def emit(w: Writer, name: str, work: str, args: str, may_raise: bool,
+         decorator: Callable[[bool | None], str]) -> None:
+    """Print the entry points of kernel ``name`` (``work``: the expression of the launch's size
+    in pieces; ``args``: the geometry and parameters; ``decorator(parallel)``: the ``njit``
+    line). A kernel that ``may_raise`` gets the guarded parallel form (``_guarded_parallel``)."""
+    chunk = f"{name}__chunk"
+    if may_raise:
+        _guarded_parallel(w, name, work, args, decorator)
+    else:
+        w.line(decorator(True))
+        with w.indent(f"def {name}__par({args}):"):
+            w.line(f"__nchunks = min({work}, {CHUNKS})")
+            with w.indent("for __c in __prange(__nchunks):"):
+                # prange's index is unsigned: cast, or the chunk would be compiled a
+                # second time for a (uint64, ...) signature
+                w.line(f"{chunk}(__np.int64(__c), __nchunks, {args})")
+        w.line()
+    w.line(decorator(False))
+    with w.indent(f"def {name}__ser({args}):"):
+        with w.indent(f"if {work} > 0:"):
+            # int64, not literals: the parallel variant must reuse this compiled chunk
+            w.line(f"{chunk}(__np.int64(0), __np.int64(1), {args})")
+    w.line()
+
+
+def _guarded_parallel(w: Writer, name: str, work: str, args: str, decorator) -> None:
+    """The parallel entry point for kernels that may raise.
+
+    Numba does not propagate an exception raised inside a prange body (numba issues #2811,
+    #9380): the call returns "a result with an exception set", or nothing at all. So each
+    chunk runs under try/except in ``<name>__guard`` and reports failure in a status array; a
+    failed chunk is then re-run serially, outside the parallel region, to raise the real
+    exception. (Only done when needed: the extra function costs a second optimisation of
+    the kernel body at compile time.)
+    """
+    chunk, guard = f"{name}__chunk", f"{name}__guard"
+    w.line(decorator(None))
+    with w.indent(f"def {guard}(__c, __nchunks, {args}):"):
+        with w.indent("try:"):
+            w.line(f"{chunk}(__c, __nchunks, {args})")
+        with w.indent("except Exception:"):
+            w.line("return 1")
+        w.line("return 0")
+    w.line()
+    w.line(decorator(True))
+    with w.indent(f"def {name}__par({args}):"):
+        w.line(f"__nchunks = min({work}, {CHUNKS})")
+        w.line("__failed = __np.zeros(__nchunks, __np.uint8)")
+        with w.indent("for __c in __prange(__nchunks):"):
+            w.line(f"__failed[__c] = {guard}(__np.int64(__c), __nchunks, {args})")
+        with w.indent("for __c in range(__nchunks):"):
+            with w.indent("if __failed[__c]:"):
+                w.line(f"{chunk}(__np.int64(__c), __nchunks, {args})")
+                w.line("raise RuntimeError('a kernel chunk raised in the parallel region "
+                       "but not when re-run serially')")
+    w.line()
