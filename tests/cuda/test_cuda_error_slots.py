@@ -100,6 +100,17 @@ def _launch(ring, run, cs):
     return ring.take(run, cs, cs.seq)
 
 
+def _renew(ring, run, cs):
+    """One more launch of a run that goes on, as the warm path makes it: the next word of the
+    run's chunk (``SlotRun.step``), or a word the ring hands out when the chunk is used up."""
+    if cs not in ring._streams.streams:
+        ring._streams.streams.append(cs)
+    cs.seq += 1
+    if run.last + 1 != run.chunk_end:
+        return run.step()
+    return ring.take(run, cs, cs.seq)
+
+
 def _raise(address, code):
     ctypes.c_int32.from_address(address).value = code
 
@@ -191,3 +202,50 @@ def test_a_long_self_reading_run_stays_bounded():
         streams.done.update(entry[1] for entry in driver.log if entry[0] == "record")
     assert len(run.seqs) <= 2 * ring.size and run.launches == 200
     assert run.outcome(True) is None
+
+
+def test_a_run_that_goes_on_steps_through_a_chunk_of_its_own():
+    """A renewed run's first launch takes one word, its second a chunk; the launches after
+    step through the chunk (consecutive words, the ring not asked) and each is told apart."""
+    ring, _, _ = _ring(64)                             # halves of 32 words, chunks of 8
+    cs = _Stream()
+    run = SlotRun(ring, _Errors(), False)
+    first = _renew(ring, run, cs)
+    second = _renew(ring, run, cs)
+    assert ring.next == 16 and (second - ring.base) // 4 == 8   # aligned on a chunk
+    stepped = [_renew(ring, run, cs) for _ in range(7)]
+    assert stepped == [second + 4 * k for k in range(1, 8)] and ring.next == 16
+    assert first != second
+    _raise(stepped[-1], 6)
+    exc, _ = run.outcome(True)
+    assert str(exc) == "code 6"
+    _renew(ring, run, cs)                              # the chunk is used up: a new one
+    assert ring.next == 24 and run.outcome(True) is None
+
+
+def test_leaving_a_half_ends_its_chunks_and_their_raises_are_kept():
+    """A chunk never outlives its half: when the ring leaves it, the run holding the chunk
+    takes its next word in the new half, after the events that cover every launch so far. A
+    raise stored in a stepped word is handed to its run when the half is reused, and a frozen
+    copy of that launch still answers."""
+    ring, driver, streams = _ring(16)                  # halves of 8 words, chunks of 2
+    cs = _Stream()
+    run = SlotRun(ring, _Errors(), False)
+    _renew(ring, run, cs)
+    _renew(ring, run, cs)                              # a chunk: words 2 and 3
+    _raise(_renew(ring, run, cs), 5)                   # word 3
+    frozen = run.frozen()
+    for _ in range(5):                                 # other launches fill the half
+        _launch(ring, SlotRun(ring, _Errors(), False), cs)
+    _launch(ring, SlotRun(ring, _Errors(), False), cs)  # word 8: the ring leaves half 0
+    assert run.chunk_end == run.last + 1
+    address = _renew(ring, run, cs)
+    assert (address - ring.base) // 4 >= 8             # its next word is in the new half
+    streams.done.update(entry[1] for entry in driver.log if entry[0] == "record")
+    while ring.next < 16:
+        _launch(ring, SlotRun(ring, _Errors(), False), cs)
+    _launch(ring, SlotRun(ring, _Errors(), False), cs)  # word 16: half 0 is reused
+    assert ring.consumed(3) and ring.waits == 0
+    exc, _ = frozen.outcome(False)
+    assert str(exc) == "code 5"
+    assert run.outcome(True) is None                   # its last launch did not raise

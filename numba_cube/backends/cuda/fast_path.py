@@ -271,8 +271,19 @@ class WarmPath:
                         cs.renewable = None
                 if state is not None and armed.checks is not None:
                     # Its own error word (error_slots.py), for its renewed or fresh state, its
-                    # address written into the parameter block.
-                    armed.word.value = armed.checks.take(state.run, cs, seq)
+                    # address written into the parameter block: the next of the run's chunk
+                    # (``SlotRun.step`` written out: a call less per launch of a loop), else
+                    # one the ring hands out.
+                    run = state.run
+                    g = run.last + 1
+                    if g != run.chunk_end:
+                        run.last = g
+                        addr = run.addr = run.addr + 4
+                        if run.seqs is not None:
+                            run.counted(g)
+                    else:
+                        addr = armed.checks.take(run, cs, seq)
+                    armed.word.value = addr
                 cs.seq = seq
                 cs.tail = task
                 if deps:

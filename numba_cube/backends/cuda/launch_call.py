@@ -14,7 +14,7 @@ which), and compiled code reads them and calls the driver's function pointer. Tw
   driver's own work on the development VM). The form used wherever LLVM can make one;
 - a **Numba trampoline** (``_launch_from_block``) that takes the block's address: one Python
   call of a Numba dispatcher with one int argument (~0.3 us there). It is compiled on its first
-  use and cached on disk by Numba (``cache=True``), so it costs a compilation once, a cache load
+  use and cached on disk, signed (``_compiled``), so it costs a compilation once, a cache load
   once per process. It releases the GIL around the driver call (``nogil``), as cuda-python does
   and as ctypes does around a thunk: a launch into a full queue may block in the driver.
 
@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import hashlib
+import inspect
 import sys
 import types as types_module
 
@@ -69,18 +71,45 @@ _call_wait = _block_intrinsic(call_ir.emit_wait)
 
 def _compiled(py_func):
     """``py_func`` compiled for one int64 (a block's address) -> int32 (a CUresult), releasing
-    the GIL, cached on disk; compiled per process where Numba finds no writable cache directory
-    (a read-only install without a user cache), rather than failing the launch. Each is compiled
-    (or loaded from the cache) on first use: a process that never waits across streams never
-    loads the waits'."""
+    the GIL, cached on disk, signed. Each is compiled (or loaded from the cache) on first use: a
+    process that never waits across streams never loads the waits'.
+
+    Numba's own ``cache=True`` keeps its files unsigned where its locators say
+    (``NUMBA_CACHE_DIR``, possibly shared, or beside the package) and unpickles what it finds
+    there: a planted file would run when the first hot launch compiles this. So the dispatcher
+    is given the signed cache of numba_cube's own helpers (``cache/helpers.py``: files MACed with
+    this user's key, in ``config.cache_root()``, verified before unpickling), stamped with the
+    text of this module and of ``call_ir.py`` (what the compiled code is made of); Numba's own
+    locations are never read. The signature given compiles nothing yet, so nothing was read
+    before the swap. Where no signed cache can be used, the trampoline is compiled in this
+    process (a miss, never a failure)."""
     fn = _COMPILED.get(py_func)
     if fn is None:
+        from numba.core.caching import NullCache
+
+        from numba_cube.backends.cpu.cache.helpers import HelperCache   # one signing rule for all
+
         try:
-            fn = njit(types.int32(types.int64), nogil=True, cache=True)(py_func)
-        except RuntimeError:
-            fn = njit(types.int32(types.int64), nogil=True)(py_func)
+            fn = njit(nogil=True, cache=True)(py_func)
+        except RuntimeError:        # Numba found no cache directory it could use: no matter
+            fn = njit(nogil=True)(py_func)
+        fn._cache = NullCache() if _STAMP is None else HelperCache(py_func, _STAMP)
+        fn.compile(types.int32(types.int64))
+        fn.disable_compile()
         _COMPILED[py_func] = fn
     return fn
+
+
+def _source_stamp() -> bytes | None:
+    """The SHA-256 of this module's and ``call_ir.py``'s text, or None without sources."""
+    try:
+        text = inspect.getsource(sys.modules[__name__]) + inspect.getsource(call_ir)
+    except (OSError, TypeError):
+        return None
+    return hashlib.sha256(text.encode("utf-8")).digest()
+
+
+_STAMP = _source_stamp()
 
 
 _COMPILED: dict = {}

@@ -12,14 +12,10 @@ run. Results are checked against NumPy.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
 
 from numba_cube import cache_layout
 
-TIMEOUT_S = 600
 
 #: Plants, in Numba's own cache location for every cache=True helper (as Numba's locators find
 #: it under NUMBA_CACHE_DIR), an index file whose unpickling creates the file argv[1].
@@ -108,16 +104,7 @@ def expected(shift: int) -> dict:
     return {"warp": (below + big + shift).tolist(), "scan": (scan + shift).tolist()}
 
 
-def run(script: str, tmp_path, env: dict, *argv: str) -> str:
-    path = tmp_path / f"script_{abs(hash(script))}.py"
-    path.write_text(script)
-    done = subprocess.run([sys.executable, str(path), *argv], capture_output=True, text=True,
-                          timeout=TIMEOUT_S, env={**os.environ, **env})
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout.strip().splitlines()[-1]
-
-
-def test_helpers_never_read_numbas_unsigned_cache_and_read_their_signed_one(tmp_path):
+def test_helpers_never_read_numbas_unsigned_cache_and_read_their_signed_one(tmp_path, run_script):
     """With ``NUMBA_CACHE_DIR`` holding planted pickles in the helpers' own index files, warp and
     scan kernels compile and give NumPy's answer, the planted pickles never run and are left as
     they were (Numba's location is neither read nor written); the helpers' cache is signed in
@@ -126,11 +113,11 @@ def test_helpers_never_read_numbas_unsigned_cache_and_read_their_signed_one(tmp_
     shared, cache, marker = tmp_path / "shared", tmp_path / "cache", tmp_path / "planted_ran"
     shared.mkdir(mode=0o777)
     env = {"NUMBA_CACHE_DIR": str(shared), "NUMBA_CUBE_CACHE_DIR": str(cache)}
-    planted = int(run(PLANT, tmp_path, env, str(marker)))
+    planted = int(run_script(PLANT, str(marker), env=env))
     assert planted >= 10                    # every cache=True helper of both modules
     before = {p: p.read_bytes() for p in shared.rglob("*.nbi")}
 
-    first = json.loads(run(RUN, tmp_path, env, "1"))
+    first = json.loads(run_script(RUN, "1", env=env))
     assert first["outs"] == expected(1)
     assert not marker.exists()
     sealed = sorted(p for p in (cache / "__pycache__").glob("*.nb*")
@@ -138,7 +125,7 @@ def test_helpers_never_read_numbas_unsigned_cache_and_read_their_signed_one(tmp_
     assert {p.name.partition(".")[0] for p in sealed} == {"warps", "scans"}
     assert all(p.read_bytes().startswith(cache_layout.SEALED_MAGIC) for p in sealed)
 
-    second = json.loads(run(RUN, tmp_path, env, "2"))
+    second = json.loads(run_script(RUN, "2", env=env))
     assert second["outs"] == expected(2)
     assert not marker.exists()
     assert sum(second["hits"].values()) > 0 and sum(first["hits"].values()) == 0
