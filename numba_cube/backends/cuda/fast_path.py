@@ -7,7 +7,8 @@ the driver's own ``cuLaunchKernel`` (4-5 us). Issue 7 asks for 8 us in all. Almo
 of that work depends only on *what* is launched (kernel, bound buffers, scalar types, geometry,
 stream), which repeats from launch to launch in every real program: a loop, a pipeline per thread.
 
-So after a general launch the mechanism *arms* a ``WarmLaunch``: its bound launch, its CUDA
+So after a general launch the mechanism *arms* a ``WarmLaunch`` (when the policy every warm
+path keeps lets it: ``runtime/launch/warm_policy.py``): its bound launch, its CUDA
 stream, the hazard states of its buffers and its buffers' memories, all resolved (a few per kernel, newest
 first). The next launch of that kernel with the same handles (by identity), scalar types,
 geometry, dynamic shared memory size, options and stream *fires* it:
@@ -79,7 +80,8 @@ import ctypes
 import weakref
 
 from numba_cube.runtime.ledger.ledger import failed_writing
-from numba_cube.runtime.launch.warm_match import PLAIN_GEOMETRY, entry_matcher, match_of
+from numba_cube.runtime.launch.warm_match import entry_matcher
+from numba_cube.runtime.launch.warm_policy import armable_match, remember
 from .tasks import WarmTask
 from .warm_checks import CLEAR, entry_facts, fresh, record, refreshed, same_inputs
 
@@ -139,6 +141,12 @@ class WarmLaunch:
         self.quiet = False              # that launch found nothing on its buffers, left nothing
 
 
+
+
+def _identity(armed: WarmLaunch) -> tuple:
+    """What makes two armed launches of one kernel the same launch."""
+    return (armed.stream, armed.count, armed.dim, armed.options, armed.match,
+            armed.shared_bytes)
 
 
 def _fire_installer(entry: WarmLaunch):
@@ -328,35 +336,25 @@ class WarmPath:
             lock.release()
 
     def arm(self, req, bound, cs) -> None:
-        """After a general launch that ran: make the next identical one warm, if it can be."""
-        key, count, dim, raw_args = req.as_called
-        if self._hazards.baseline or bound.foreign or type(count) not in PLAIN_GEOMETRY \
-                or type(dim) not in PLAIN_GEOMETRY:
+        """After a general launch that ran: make the next identical one warm, if the policy
+        (``runtime/launch/warm_policy.py``) lets it be; CUDA also refuses foreign buffers,
+        declared signatures and debug kernels."""
+        armable = armable_match(req, self._hazards)
+        if armable is None or bound.foreign:
             return
         if req.kernel.signatures is not None:
             return      # its scalars are converted per launch (kernel/signatures.py): general path
         if bound.packed is not None and bound.packed.kernel.exceptions is not None:
             return      # a debug kernel: each launch reads its exception flag back (PackedLaunch)
-        match = match_of(raw_args)
-        if match is None:
-            return
+        key, count, dim, match = armable
         hazards = self._hazards
         write_mems = bound.write_mems
         read_only = tuple(m for m in bound.read_mems if m not in write_mems)
-        if len(self._armed) >= 1024:          # bounded: a program generating kernels forever
-            self._armed.clear()
         armed = WarmLaunch(
             count, dim, req.count.as_tuple(), req.dim.as_tuple(), tuple(match), req.stream, req.options,
             cs, bound, hazards.states(read_only), hazards.states(tuple(write_mems)), req.kernel.id,
             req.shared_bytes)
-        # A few entries per kernel, newest first: a loop body often launches one kernel with two
-        # sets of arguments (ping-pong buffers), and one entry would make both miss every time.
-        # An entry for the same launch (re-armed after a general launch, e.g. past a failure)
-        # replaces the old one instead of pushing another entry out.
-        same = (armed.stream, armed.count, armed.dim, armed.options, armed.match, armed.shared_bytes)
-        older = [e for e in self._armed.get(key, ())
-                 if (e.stream, e.count, e.dim, e.options, e.match, e.shared_bytes) != same]
-        self._armed[key] = [armed] + older[:WARM_ENTRIES_PER_KERNEL - 1]
+        remember(self._armed, key, armed, _identity, WARM_ENTRIES_PER_KERNEL)
 
     def forget(self, memory_id) -> None:
         """A buffer was freed: drop the armed launches that bind it."""

@@ -16,7 +16,8 @@ issuing thread holds the device lock while the server works):
   which may be long) runs on the issuing thread when its stream is idle and everything it waits
   for is done (``HostStreams.enqueue``). A long kernel is still queued, so it blocks neither the
   issuing thread nor other threads' launches.
-- **The warm path** (``WarmLaunches.fire``, the client's ``fast_launch``). After a general launch
+- **The warm path** (``WarmLaunches.fire``, the client's ``fast_launch``), under the policy
+  every warm path keeps (``launch/warm_policy.py``). After a general launch
   the mechanism *arms* a ``HostWarmLaunch``: the recorded dispatch, the hazard states of its buffers
   and its ledger regions, resolved once. A later launch of that kernel on the same stream with the
   same handles (by identity), scalar types, geometry and options fires it, under the device lock:
@@ -61,8 +62,9 @@ from numba_cube.runtime.launch.dispatch import Recorded, run_recorded
 from numba_cube.runtime.streams.host_streams import Task
 from numba_cube.runtime.ledger.ledger import IncompleteLaunch, failed_writing
 from numba_cube.runtime.launch.warm_match import (
-    PLAIN_GEOMETRY, NotWarm, convert_declared, declared_scalars, match_of, matcher,
+    NotWarm, convert_declared, declared_scalars, matcher,
 )
+from numba_cube.runtime.launch.warm_policy import armable_match, remember
 
 __all__ = ["HostWarmLaunch", "WarmLaunches", "DoneTask", "INLINE_SECONDS"]
 
@@ -236,17 +238,16 @@ class WarmLaunches:
         self.note_duration(warm.artifact, perf_counter() - start)
 
     def arm(self, req, plan, recorded: Recorded) -> None:
-        """After a general launch was queued: make the next identical one warm, if it can be."""
-        if req.as_called is None or self._hazards.baseline or plan.composites \
-                or plan.count_view is not None or req.shared_bytes:
+        """After a general launch was queued: make the next identical one warm, if the policy
+        (``warm_policy.py``) lets it be; a host backend also refuses composites, dynamic counts
+        and dynamic shared memory."""
+        armable = armable_match(req, self._hazards)
+        if armable is None or plan.composites or plan.count_view is not None \
+                or req.shared_bytes:
             return
-        kernel, count, dim, raw_args = req.as_called
+        kernel, count, dim, match = armable
+        raw_args = req.as_called[3]
         key = (kernel, req.stream)
-        if type(count) not in PLAIN_GEOMETRY or type(dim) not in PLAIN_GEOMETRY:
-            return
-        match = match_of(raw_args)
-        if match is None:
-            return
         declared = None
         if req.kernel.signatures is not None:
             # its scalars convert to the declared types (kernel/signatures.py), per launch
@@ -255,16 +256,11 @@ class WarmLaunches:
                 return
         hazards = self._hazards
         read_only = tuple(m for m in plan.read_mems if m not in plan.write_mems)
-        if len(self._entries) >= 1024:          # bounded: a program generating kernels forever
-            self._entries.clear()
         warm = HostWarmLaunch(count, dim, match, req.stream, req.options, req.kernel.id, recorded,
                           plan.scalars, plan.read_mems, plan.write_mems, hazards.states(read_only),
                           hazards.states(tuple(plan.write_mems)))
         warm.declared = declared
-        same = (warm.stream, warm.count, warm.dim, warm.options, warm.match)
-        older = [e for e in self._entries.get(key, ())
-                 if (e.stream, e.count, e.dim, e.options, e.match) != same]
-        self._entries[key] = [warm] + older[:ENTRIES_PER_STREAM - 1]
+        remember(self._entries, key, warm, _identity, ENTRIES_PER_STREAM)
 
     def may_inline(self, artifact) -> bool:
         """May a dispatch of ``artifact`` run on the issuing thread (when it has nothing to wait
@@ -307,6 +303,11 @@ class WarmLaunches:
                     self._entries[key] = kept
                 else:
                     del self._entries[key]
+
+
+def _identity(warm: HostWarmLaunch) -> tuple:
+    """What makes two armed launches of one kernel and stream the same launch."""
+    return warm.stream, warm.count, warm.dim, warm.options, warm.match
 
 
 class DoneTask:

@@ -32,6 +32,10 @@ span is printed before it, and its regions loop over that span (``emit/regions.p
 over a literal tuple of offsets whose result only some lanes read afterwards are printed
 unrolled, each round's regions over the lanes still demanded (``passes/demanded_lanes.py``).
 
+What this module prints about regions beyond the plan (masks' spans, interchanged and narrowed
+loops, demanded lanes, interior cubes) the passes decided before: ``CubeKernel.decisions``
+(``passes/shape_passes.py``). Nothing here asks a pass.
+
 **Grid mode.** A kernel that syncs the grid (``cuda.cg.this_grid().sync()``) cannot finish one
 cube before starting the next, so the cube loop moves inside every region: a region runs for
 every unit of every cube, and the grid sync is a region boundary like a barrier. Everything a cube
@@ -46,9 +50,7 @@ from __future__ import annotations
 import ast
 
 from numba_cube.backends.cpu.lower import dynamic_shared as dynshared
-from numba_cube.backends.cpu.passes import (
-    spans, stride_interchange, demanded_lanes as warps_demand,
-)
+from numba_cube.backends.cpu.passes.demanded_lanes import IMPORT as DEMANDED_LANES_IMPORT
 from numba_cube.backends.cpu.emit import interchanged_region, mask_spans, warps as warps_emit
 from numba_cube.backends.cpu.analyze.dataflow import Purity, stores
 from numba_cube.backends.cpu.lower.hidden import ACC_PREFIX, HIDDEN_IDS, LINEAR_TID, SLOT
@@ -62,6 +64,8 @@ from numba_cube.backends.cpu.emit.unit_code import Writer
 
 class CubeKernel:
     """Everything needed to print one kernel with split points (both its variants)."""
+
+    kind = "cube"
 
     def __init__(self, lowered: Lowered, cube_plan: CubePlan, remat: dict[str, ast.expr],
                  purity: Purity):
@@ -114,21 +118,10 @@ class CubeKernel:
         self.tracks_units = bool(self.masks or self.exchanges or cube_plan.checks)
         #: the generated code raises DivergenceError (codegen guards the parallel variant)
         self.may_raise = bool(self.exchanges or cube_plan.checks)
-        self.imports = list(warps_emit.IMPORTS) if self.tracks_units else []
         #: masked blocks that decide a full mask's agreement once (``spanned_contexts``), and
         #: replicas that shuffles read up to 31 slots past the end (``REPLICA_PAD``)
         self.spanned = warps_emit.spanned_contexts(self.exchanges, self.uniform)
         self.padded = warps_emit.padded_values(self.exchanges, self.uniform)
-        #: masks whose ones are a prefix or suffix of the cube, found by search (``spans``)
-        self.monotone = ({} if self.grid or self.has_exit else
-                         spans.monotone_masks(self.plan, self.remat, self.uniform, purity))
-        if self.monotone:
-            self.imports.append(mask_spans.IMPORT)
-        #: regions that only evaluate a monotone mask, filled in closed form in 1-D cubes
-        self.closed = spans.closed_fills(regions, self.monotone, self.remat,
-                                         set(self.uniform) | set(lowered.params), purity)
-        if self.spanned or self.monotone:
-            self.imports.append(warps_emit.SPAN_IMPORT)
         # a unit's index in per-unit arrays: its id in the cube, or in the grid (grid mode)
         self.slot = SLOT if self.grid else LINEAR_TID
         self.total = "__NT" if self.grid else "__nt"
@@ -142,16 +135,30 @@ class CubeKernel:
                           if any(name in r.live_in
                                  and warps_emit.changes_activity(r.code, self.masks)
                                  for r in regions)}
-        #: regions whose grid-stride loop runs row by row across the units (stride_interchange)
-        self.interchanged = stride_interchange.plan(self)
-        if self.interchanged:
-            self.imports.append(interchanged_region.IMPORT)
-        #: shuffle rounds that compute only the lanes read after them (``passes/demanded_lanes.py``)
-        self.demand = warps_demand.DemandedLanes(self)
-        if self.demand.loops:
-            self.imports.append(warps_demand.IMPORT)
+        #: what the passes decided about its regions (``passes/shape_passes.CubeDecisions``:
+        #: spans, stride interchange, demanded lanes, guards, interior), filled by the
+        #: pipeline's ``shape_passes`` and ``region_passes`` stages before anything is printed
+        self.decisions = None
+        #: the demanded-lane loop being printed -> its round (``_items``)
+        self.rounds: dict[int, int] = {}
         #: prints each region as loops over the units (``emit/regions.py``)
         self.printer = RegionPrinter(self)
+
+    @property
+    def imports(self) -> list[str]:
+        """The helpers the printed kernel imports: warp exchanges' and masks', those of the
+        passes' decisions."""
+        d = self.decisions
+        imports = list(warps_emit.IMPORTS) if self.tracks_units else []
+        if d.monotone:
+            imports.append(mask_spans.IMPORT)
+        if self.spanned or d.monotone:
+            imports.append(warps_emit.SPAN_IMPORT)
+        if d.interchanged:
+            imports.append(interchanged_region.IMPORT)
+        if d.demand.loops:
+            imports.append(DEMANDED_LANES_IMPORT)
+        return imports
 
     def _certainly_allocated(self, plan) -> dict[int, set[str]]:
         """Region index -> replica arrays certainly allocated before that region runs.
@@ -288,14 +295,15 @@ class CubeKernel:
                     header = f"while {ast.unparse(node.test)}:"
                 else:
                     header = f"for {ast.unparse(node.target)} in {ast.unparse(node.iter)}:"
-                rounds = self.demand.rounds(it)
-                condition = self.demand.before_loop(it)
+                demand = self.decisions.demand
+                rounds = demand.rounds(it)
+                condition = demand.before_loop(it)
                 if condition is not None:
                     w.line(condition)
                 if rounds is not None:      # unrolled (``demanded_lanes.DemandedLanes.rounds``)
                     for k, c in enumerate(rounds):
                         w.line(f"{ast.unparse(node.target)} = {c}")
-                        self.demand.round_start(it, k)
+                        self.rounds[demand.loop_number(it)] = k
                         self._items(w, it.body)
                     continue
                 with w.indent(header):

@@ -1,8 +1,8 @@
 """Assemble the generated module for one kernel: header, imports, device functions, kernels.
 
 The translation is the ``PIPELINE`` of named stages (``lower``, ``lockstep``, ``privatize``,
-``shape``, ``bounds``, ``module``), each a ``Unit`` method that takes the ``KernelIR`` the stage
-before it left; ``python -m numba_cube translate --after STAGE`` prints the kernel's body after
+``shape``, ``shape_passes``, ``bounds``, ``region_passes``, ``module``), each a ``Unit`` method
+that takes the ``KernelIR`` the stage before it left; ``python -m numba_cube translate --after STAGE`` prints the kernel's body after
 one (``STAGES``), ``NUMBA_CUBE_DISABLE_PASSES`` switches optional passes off
 (``passes/__init__.py``).
 
@@ -50,6 +50,7 @@ import numpy as np
 
 from numba_cube.backends.cpu.passes.bounds import checks as bounds
 from numba_cube.backends.cpu.passes import const_shapes as constshapes, privatize, scan_idiom
+from numba_cube.backends.cpu.passes import shape_passes
 from numba_cube.backends.cpu.passes.lockstep import schedule as lockstep
 from numba_cube.backends.cpu.frontend import resolve as rs
 from numba_cube.backends.cpu.analyze.dataflow import Purity, remat_definitions
@@ -81,9 +82,13 @@ SUPPORT_DIGEST = hashlib.sha256(b"".join(
 #: The translator's stages, in order: ``Unit.generate`` runs ``Unit._<name>`` for each on one
 #: ``KernelIR``. ``lower``: builtins and device functions; ``lockstep``: warp-synchronous
 #: regions (``passes/lockstep/``); ``privatize``: global atomics (``passes/privatize.py``);
-#: ``shape``: the flat or cube kernel, with the analyses and passes that decide about its loops
-#: and regions; ``bounds``: bounds checks (``passes/bounds/``); ``module``: the printed text.
-PIPELINE = ("lower", "lockstep", "privatize", "shape", "bounds", "module")
+#: ``shape``: the flat or cube kernel and the analyses of it (for a cube kernel the scan idiom,
+#: constant shapes and its plan); ``shape_passes``: the passes that decide its loops
+#: (``passes/shape_passes.py``: ``FLAT_PASSES``, ``CUBE_PASSES``); ``bounds``: bounds checks
+#: (``passes/bounds/``); ``region_passes``: the passes that decide about each region's code as
+#: checked (``REGION_PASSES``); ``module``: the printed text, from the decisions.
+PIPELINE = ("lower", "lockstep", "privatize", "shape", "shape_passes", "bounds",
+            "region_passes", "module")
 
 #: the points after which ``Unit.stages`` keeps the kernel's body as text (``record_stages``):
 #: after the first three stages, inside ``shape`` for a cube kernel after the scan idiom and
@@ -95,13 +100,19 @@ STAGES = ("lower", "lockstep", "privatize", "scan_idiom", "const_shapes", "modul
 class KernelIR:
     """What goes from stage to stage (``PIPELINE``): the lowered kernel and the hidden ids it and
     its device functions need (``lower``), the flat or cube kernel the later stages decide
-    about and print (``shape``), and the module's text (``module``)."""
+    about and print (``shape``), which keeps the record of those decisions (``shape_passes``,
+    ``region_passes``), and the module's text (``module``)."""
 
     kernel: Lowered | None = None
     device_needs: dict = field(default_factory=dict)
     kernel_needs: set = field(default_factory=set)
     shape: object = None
     text: str = ""
+
+    @property
+    def decisions(self):
+        """The passes' decisions about the shape (``passes/shape_passes.py``), once made."""
+        return getattr(self.shape, "decisions", None)
 
 
 class Unit:
@@ -197,7 +208,7 @@ class Unit:
 
     def generate(self) -> str:
         """Run the ``PIPELINE``'s stages in order on one ``KernelIR``; the module's text."""
-        ir = KernelIR()
+        ir = self.ir = KernelIR()       # kept: what the stages left (tests, dumps)
         for name in PIPELINE:
             getattr(self, f"_{name}")(ir)
         return ir.text
@@ -235,8 +246,8 @@ class Unit:
         self._stage("privatize", ir.kernel.body)
 
     def _shape(self, ir: "KernelIR") -> None:
-        """A kernel with barriers or shared memory becomes a cube kernel (its plan, and the
-        passes that decide about its regions: ``cube_kernel.py``), any other a flat one."""
+        """A kernel with barriers or shared memory becomes a cube kernel (its plan:
+        ``cube_kernel.py``), any other a flat one."""
         kernel = ir.kernel
         purity = Purity(self.kernel_fn.local_names | set(kernel.params), self.env.objects)
         has_barrier = any(contains_barrier(s) for s in kernel.body)
@@ -246,6 +257,15 @@ class Unit:
         else:
             self.shape = "flat"
             ir.shape = FlatKernel(kernel, purity, needs_tid=LINEAR_TID in ir.kernel_needs)
+
+    def _shape_passes(self, ir: "KernelIR") -> None:
+        """The passes that decide the shape's loops, in order (``shape_passes.decide_shape``)."""
+        shape_passes.decide_shape(ir.shape)
+
+    def _region_passes(self, ir: "KernelIR") -> None:
+        """The passes that decide about each region's code as it will be printed, bounds checks
+        included (``shape_passes.decide_regions``)."""
+        shape_passes.decide_regions(ir.shape)
 
     def _bounds(self, ir: "KernelIR") -> None:
         """IndexErrors that name the array and the unit (``passes/bounds/checks.py``)."""

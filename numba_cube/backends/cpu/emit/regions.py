@@ -41,15 +41,14 @@ from __future__ import annotations
 
 import ast
 
-from numba_cube.backends.cpu.passes import guards, interior
 from numba_cube.backends.cpu.emit import interchanged_region, mask_spans
 from numba_cube.backends.cpu.emit import warps as warps_emit
-from numba_cube.backends.cpu.analyze.dataflow import store_counts, stores
 from numba_cube.backends.cpu.lower.hidden import SLOT
-from numba_cube.backends.cpu.analyze.plan import Region
-from numba_cube.backends.cpu.emit.unit_code import (
-    RET_FLAG, Writer, lower_returns, parse_stmts, replace_local_markers,
+from numba_cube.backends.cpu.lower.unit_statements import (
+    RET_FLAG, lower_returns, replace_local_markers,
 )
+from numba_cube.backends.cpu.analyze.plan import Region
+from numba_cube.backends.cpu.emit.unit_code import Writer, parse_stmts
 from numba_cube.backends.cpu.emit.unit_loops import unit_loops
 
 #: the end of the cube's full warps (a region reading a padded shuffle loops over them first)
@@ -63,7 +62,8 @@ def mentioned_names(code) -> set[str]:
 
 class RegionPrinter:
     """Prints the regions of one kernel; ``kernel`` is its ``cube_kernel.CubeKernel``, whose
-    analyses (replicas, masks, shuffles, remat, ...) decide what each region's loops do."""
+    analyses (replicas, masks, shuffles, remat, ...) and passes' decisions (``decisions``:
+    ``passes/shape_passes.py``) say what each region's loops do."""
 
     def __init__(self, kernel):
         self.k = kernel
@@ -74,18 +74,19 @@ class RegionPrinter:
         code = replace_local_markers(region.code, self.k.local_replicated, slot)
         on_exit = parse_stmts(f"__exited[{slot}] = True") if self.k.has_exit else []
         code, uses_flag = lower_returns(code, on_exit)
+        decided = self.k.decisions
         w.line(f"# region {region.index}")
-        if region.index in self.k.interchanged:
-            interchanged_region.emit(self, w, self.k.interchanged[region.index])
+        if region.index in decided.interchanged:
+            interchanged_region.emit(self, w, decided.interchanged[region.index])
             return
-        lanes = self.k.demand.region_lanes(region)
+        lanes = decided.demand.region_lanes(region, self.k.rounds)
         if lanes is not None:                   # demanded lanes: this round's bounds
             lanes, statement = lanes
             w.line(statement)
         skip = [f"__exited[{slot}]"] if self.k.has_exit else []
-        if region.index in self.k.closed:
+        if region.index in decided.closed:
             # a monotone mask's evaluation: two slices in a 1-D cube (``spans``)
-            mask_spans.emit_closed_fill(w, *self.k.closed[region.index], self.k.total)
+            mask_spans.emit_closed_fill(w, *decided.closed[region.index], self.k.total)
             with w.indent("else:"):
                 self._allocating_loops(w, region, code, skip, uses_flag, lanes=lanes)
             return
@@ -102,13 +103,13 @@ class RegionPrinter:
                                        span=(_FULL_WARPS_END, "__nt"))
                 return
             guarded = None if tx_range is not None or lanes is not None or uses_flag \
-                else self._interior(region, code)
+                else decided.interior.get(region.index)
             if guarded is not None:
-                check, unguarded = guarded
+                flag, check, unguarded = guarded
                 w.line("# every unit of an interior cube passes the guards (passes/interior.py)")
-                w.line(f"{interior.flag(region.index)} = {check}")
+                w.line(f"{flag} = {check}")
             self._allocating_loops(w, region, code, skip, uses_flag, tx_range, lanes=lanes,
-                                   unguarded=None if guarded is None else unguarded)
+                                   interior=guarded)
             return
         mask, sel = region.ctx
         skip_unselected = skip + [f"{mask}[{slot}] != {sel}"]
@@ -146,9 +147,10 @@ class RegionPrinter:
         ``_knows_density``); returns the test 'some unit is selected'. ``emit/cube_kernel.py`` prints the
         block itself (``MaskedIf``, ``MaskedWhile``)."""
         group = "__nt" if self._knows_density((mask, sel)) else None
-        if mask in self.k.monotone:
-            closed = any(c[0] == mask for c in self.k.closed.values())
-            return mask_spans.emit_bounds(w, mask, sel, self.k.monotone[mask], self.k.total, closed)
+        monotone = self.k.decisions.monotone
+        if mask in monotone:
+            closed = any(c[0] == mask for c in self.k.decisions.closed.values())
+            return mask_spans.emit_bounds(w, mask, sel, monotone[mask], self.k.total, closed)
         return warps_emit.emit_bounds(w, mask, sel, self.k.total, group)
 
     def emit_remat(self, w: Writer, live_in: set[str], mentioned: set[str]) -> None:
@@ -183,46 +185,27 @@ class RegionPrinter:
                    if name in region.live_in and name in mentioned_names(region.code))
 
     def _guard_range(self, region: Region, code):
-        """``(code, tx_range)``: a region that is one ``if`` bounding ``threadIdx.x`` (or fixing
-        its lane, ``passes/guards.py``) loops over the units it admits, when skipping the others
-        changes nothing: it stores no per-unit value and reads no shuffle result, and no unit
-        exits. A region under a mask keeps the mask's span and test as well (the caller)."""
-        if self.k.grid or self.k.has_exit or self.k.stores[region.index] \
-                or region.live_in & set(self.k.shuffles):
-            return code, None
-        # a bound may read what every unit shares, unless this region assigns it
-        names = ((self.k.uniform - set().union(*(stores(s) for s in code)))
-                 | set(self.k.lowered.params))
-        guarded = guards.hoisted_guard(code, self.k.remat, names, self.k.purity)
-        if guarded is None:
-            return code, None
-        return guarded.body, (guarded.lo, guarded.hi, guarded.stride)
-
-    def _interior(self, region: Region, code):
-        """``interior.split`` of an unmasked region in cube mode where no unit exits."""
-        if self.k.grid or self.k.has_exit:
-            return None
-        assigned = set().union(*(stores(s) for s in code))
-        counts = store_counts(self.k.lowered.body)
-        params = {p for p in self.k.lowered.params if not counts[p]}
-        shared = (self.k.uniform | params) - assigned
-        return interior.split(code, self.k.remat, shared, self.k.purity,
-                              interior.flag(region.index))
+        """``(code, tx_range)``: the code inside the region's guard and the units it admits,
+        where the guards pass narrowed the region's loops (``passes/guards.py``), else
+        ``(code, None)``. A region under a mask keeps the mask's span and test as well (the
+        caller)."""
+        guarded = self.k.decisions.guards.get(region.index)
+        return (code, None) if guarded is None else guarded
 
     def _knows_density(self, ctx) -> bool:
         """Do the bounds of block ``ctx`` compute its ``dense_flag``?"""
-        return not self.k.grid and (ctx in self.k.spanned or ctx[0] in self.k.monotone)
+        return not self.k.grid and (ctx in self.k.spanned or ctx[0] in self.k.decisions.monotone)
 
     def _allocating_loops(self, w: Writer, region: Region, code, skip, uses_flag,
                           tx_range=None, whole: bool = False, span=None,
-                          full_warp: bool = False, lanes=None, unguarded=None) -> None:
+                          full_warp: bool = False, lanes=None, interior=None) -> None:
         """``whole``: printed where every warp is whole under the region's mask; ``span``: the
         slots to loop over instead of the mask's (``_unit_loop``); ``full_warp``: every unit
         of the loop is in a warp of 32 units; ``lanes``: the demanded lanes of each warp
         (``passes/demanded_lanes.py``), used only by the copy that allocates nothing: the first stores,
-        which decide the replicas' ``__ok`` flags, still run in every lane; ``unguarded``: the
-        region's code for interior cubes (``interior``), printed beside the copy that
-        allocates nothing, under the region's interior flag."""
+        which decide the replicas' ``__ok`` flags, still run in every lane; ``interior``: the
+        interior pass's decision, ``(flag, check, code for interior cubes)``, whose code is
+        printed beside the copy that allocates nothing, under the flag."""
         extra = dict(whole=whole, span=span, full_warp=full_warp)
         loads, stores_ = self.k.loads[region.index], self.k.stores[region.index]
         mentioned = mentioned_names(code)
@@ -232,11 +215,12 @@ class RegionPrinter:
         def settled(known):
             # the loop that allocates nothing, and its interior twin (the copy that allocates
             # runs in a chunk's first cubes only: one copy of it is enough)
-            if unguarded is None:
+            if interior is None:
                 self._unit_loop(w, region, code, mentioned, skip, uses_flag, known, tx_range,
                                 lanes=lanes, **extra)
                 return
-            with w.indent(f"if {interior.flag(region.index)}:"):
+            flag, _, unguarded = interior
+            with w.indent(f"if {flag}:"):
                 self._unit_loop(w, region, unguarded, mentioned_names(unguarded), skip,
                                 uses_flag, known, tx_range, lanes=lanes, **extra)
             with w.indent("else:"):

@@ -98,12 +98,11 @@ def _hull(lanes: int) -> tuple[int, int]:
 class _Loop:
     n: int                                   # numbers the loop's names (``__dok<n>``)
     cond: str                                # run-time condition for the lane sets to hold
-    round: int = 0                           # the round being printed
 
 
 class DemandedLanes:
-    """The demanded-lane loops of one cube plan (``cube_kernel.CubeKernel`` and its
-    ``regions.RegionPrinter`` ask it while printing).
+    """The demanded-lane loops of one cube plan: the decision (``passes/shape_passes.py``) that
+    ``cube_kernel.CubeKernel`` and its ``regions.RegionPrinter`` read while printing.
     ``kernel`` is the ``CubeKernel`` (its plan, uniform names, remat, snapshots)."""
 
     def __init__(self, kernel):
@@ -132,18 +131,21 @@ class DemandedLanes:
         loop = self.loops.get(id(ctrl))
         return None if loop is None else f"__dok{loop.n} = {loop.cond}"
 
-    def round_start(self, ctrl, k: int) -> None:
-        """Round ``k`` of ``ctrl``'s copies is printed next."""
-        self.loops[id(ctrl)].round = k
+    def loop_number(self, ctrl) -> int:
+        """The number of ``ctrl``'s demanded-lane loop (what ``region_lanes``' ``rounds`` is
+        keyed by)."""
+        return self.loops[id(ctrl)].n
 
-    def region_lanes(self, region: Region) -> tuple[tuple[str, str], str] | None:
-        """This round's lane bounds of ``region``: their names and the statement that sets them
-        (decided at run time), for the emitter to print; or None."""
+    def region_lanes(self, region: Region, rounds: dict[int, int]
+                     ) -> tuple[tuple[str, str], str] | None:
+        """The lane bounds of ``region`` in the round being printed (``rounds``: loop number ->
+        round, the emitter's): their names and the statement that sets them (decided at run
+        time), for the emitter to print; or None."""
         entry = self.regions.get(region.index)
         if entry is None:
             return None
         loop, los, his = entry
-        lo, hi = los[loop.round], his[loop.round]
+        lo, hi = los[rounds.get(loop.n, 0)], his[rounds.get(loop.n, 0)]
         if (lo, hi) == (0, 32):
             return None                      # every lane: the plain loop
         names = f"__dlo{region.index}", f"__dhi{region.index}"

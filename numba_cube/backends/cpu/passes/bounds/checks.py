@@ -91,9 +91,10 @@ def sites_line(sites: tuple) -> str:
 
 def add_checks(shape) -> tuple:
     """Rewrite, in place, the subscripts in the code of ``shape`` (a flat kernel,
-    ``emit/flat_kernel.FlatKernel``, or a cube kernel, ``emit/cube_kernel.CubeKernel``, before it
-    is emitted; a cube kernel is known by its plan, ``shape.plan``); the sites, the texts of the
-    subscripted values in the order the checks number them."""
+    ``emit/flat_kernel.FlatKernel``, whose body is its decisions' (``passes/shape_passes.py``), or
+    a cube kernel, ``emit/cube_kernel.CubeKernel``, before it is emitted; a cube kernel is known
+    by its plan, ``shape.plan``); the sites, the texts of the subscripted values in the order the
+    checks number them."""
     sites: list[str] = []
     loops = itertools.count(1)
     plan = getattr(shape, "plan", None)
@@ -106,12 +107,13 @@ def add_checks(shape) -> tuple:
     # Along a row loop (looporder.global_inner) the unit is passed as (global coordinate,
     # -block size), divided out only on failure (bounds_runtime.described): divisions at every
     # access made stumpy's gpu_stump kernel 2.5x its unchecked time.
-    inner_cube, inner_unit = ((GLOBAL_INNER, "-__bdx") if shape.rows else ("__bx", "__tx"))
-    if shape.swapped:   # the names of x and y are exchanged: the inner loop walks the real y
+    loops_chosen = shape.decisions        # the flat kernel's loops (passes/shape_passes.py)
+    inner_cube, inner_unit = ((GLOBAL_INNER, "-__bdx") if loops_chosen.rows else ("__bx", "__tx"))
+    if loops_chosen.swapped:   # x and y names are exchanged: the inner loop walks the real y
         cube, unit = ("__by", inner_cube, "__bz"), ("__ty", inner_unit, "__tz")
     else:
         cube, unit = (inner_cube, "__by", "__bz"), (inner_unit, "__ty", "__tz")
-    shape.body[:] = _Checks(sites, loops, cube, unit).statements(shape.body)
+    loops_chosen.body[:] = _Checks(sites, loops, cube, unit).statements(loops_chosen.body)
     return tuple(sites)
 
 def _plan_items(items: list, in_units: "_Checks", per_cube: "_Checks") -> None:
