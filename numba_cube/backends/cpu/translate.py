@@ -260,7 +260,10 @@ def build_program(py_func, boundscheck: bool = False, fastmath: bool | tuple = F
     """
     key = translation = None
     if kernel_id is not None:
-        options = (bool(boundscheck), fastmath, error_model)
+        from numba_cube.backends.cpu.emit.entry_points import CHUNKS
+
+        # the parallel variant's pieces are the host's thread count (entry_points.CHUNKS)
+        options = (bool(boundscheck), fastmath, error_model, CHUNKS)
         switched_off = passes.disabled()         # NUMBA_CUBE_DISABLE_PASSES: another translation
         if switched_off:
             options += (tuple(sorted(switched_off)),)

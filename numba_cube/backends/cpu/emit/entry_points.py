@@ -12,15 +12,21 @@ from __future__ import annotations
 
 from typing import Callable
 
+import numba
+
 from numba_cube.backends.cpu.emit.unit_code import Writer
 
 __all__ = ["emit", "CHUNKS"]
 
-#: how many pieces the parallel variant cuts a launch into. Numba's prange hands each thread a
-#: contiguous share of them, so this only has to exceed the core count; each piece allocates its
-#: own shared/local/replica arrays once. (``numba.get_num_threads()`` inside the kernel would make
-#: the function uncacheable: Numba reaches the threading layer through a dynamic global.)
-CHUNKS = 256
+#: how many pieces the parallel variant cuts a launch into: one per thread of Numba's pool.
+#: Numba's prange hands each thread one contiguous share of the iterations (a static schedule),
+#: so more pieces than threads balance nothing and cost a call each, and for a cube kernel the
+#: allocation of its shared, local and replica arrays each (with 256 pieces, stumpy's one-launch-
+#: per-row kernel spent a seventh of its time on them at 2 threads). A literal of the generated
+#: text, which says so in its key (``translate.build_program``): ``numba.get_num_threads()``
+#: inside the kernel would make it uncacheable (Numba reaches the threading layer through a
+#: dynamic global). A process that lowers ``set_num_threads`` gets several pieces per thread.
+CHUNKS = max(1, numba.config.NUMBA_NUM_THREADS)
 
 
 def emit(w: Writer, name: str, work: str, args: str, may_raise: bool,
