@@ -6,11 +6,11 @@ Sections (each prints its table; a section that fails prints why and the others 
    ``client.launch`` vs plain numba-cuda ``k[1, 32](...)`` vs raw ``cuda.core.launch`` of the
    *same* compiled kernel (its flattened numba-cuda parameters) vs raw ``cuLaunchKernel`` with a
    pre-packed parameter block (numba_cube's floor). Plus where numba_cube's time goes: the same
-   launch on the general path (the warm path of ``backends/cuda/fast_path.py`` off), the general
+   launch on the general path (the warm path of ``backends/cuda/launch/fast_path.py`` off), the general
    server operation alone, the driver calls. Goal: <= 8 us per launch with inferred dependencies.
 1b. **Launch floor** (``launch_floor``): the warm launch's driver call six ways in one process:
    cuda-python's ``cuLaunchKernel``, libcuda's symbol through ctypes with argtypes and with
-   pre-built ctypes arguments, the Numba-compiled trampoline of ``backends/cuda/launch_call.py``
+   pre-built ctypes arguments, the Numba-compiled trampoline of ``backends/cuda/driver/launch_call.py``
    and its thunk (``thunks.py``); the whole warm launch with its driver call through the thunk vs
    through the trampoline vs through cuda-python; and a cross-stream wait (``cuEventRecord`` +
    ``cuStreamWaitEvent``) through cuda-python vs the one compiled call of ``Driver.stream_waiter``.
@@ -25,7 +25,7 @@ Sections (each prints its table; a section that fails prints why and the others 
    moved per launch) through numba_cube vs numba-cuda, GB/s. Goal: ratio >= 0.99 (the runtime adds nothing on the device); both sides end with the same cuCtxSynchronize.
 6. **Kernel errors** (``kernel_errors``, issue 30): a kernel that can raise (a ``raise`` never
    taken) checked as numba_cube now compiles it (an error word per launch:
-   ``backends/cuda/exception_codegen.py``, ``error_slots.py``) vs the same code compiled as before
+   ``backends/cuda/kernels/exception_codegen.py``, ``error_slots.py``) vs the same code compiled as before
    (``NUMBA_CUBE_CUDA_KERNEL_ERRORS=off``: the exception would be lost), in one process: warm
    launch host time (the section 1 kernel, alone and followed by a kernel reading its output),
    and the section 5 bandwidth kernel's device time. Goals: +0.3 us per warm launch at most, no
@@ -303,10 +303,10 @@ def launch_host_time():
 @section
 def launch_floor():
     """The driver call of a warm launch, five ways, in one process (the cases take turns): what
-    ``backends/cuda/launch_call.py`` chose against what it replaced."""
+    ``backends/cuda/driver/launch_call.py`` chose against what it replaced."""
     import ctypes
 
-    from numba_cube.backends.cuda import launch_call
+    from numba_cube.backends.cuda.driver import launch_call
     from numba_cube.runtime.client.modes import LaunchMode
     from numba_cube.runtime.server import LaunchRequest
 
@@ -681,7 +681,7 @@ def kernel_errors():
 
 
 def main() -> int:
-    from numba_cube.backends.cuda import probe
+    from numba_cube.backends.cuda.driver import probe
 
     if SMOKE:
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

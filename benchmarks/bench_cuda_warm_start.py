@@ -4,7 +4,7 @@ Each measurement is a fresh Python process that reaches the first launch of a sm
 (axpy on 2**16 float64; 256 on the fake driver) and checks its result against NumPy:
 
 - numba_cube, **cold** (an empty ``NUMBA_CUBE_CACHE_DIR``: numba-cuda compiles) and **warm**
-  (the cache a cold child filled: the kernel is loaded from ``backends/cuda/diskcache.py``);
+  (the cache a cold child filled: the kernel is loaded from ``backends/cuda/kernels/diskcache.py``);
 - the reference, plain numba-cuda ``cuda.jit(cache=True)``, cold and warm (``NUMBA_CACHE_DIR``).
 
 Printed: for both, warm against cold, of the first launch (``client.launch`` + ``client.read``;
@@ -83,7 +83,9 @@ lap("import numba_cube")
 sys.path.insert(0, {tmp!r})
 import kernel_{tag} as mod
 lap("kernel module (numba.cuda)")
-from numba_cube.backends.cuda import diskcache, driver, server  # what cube.client("cuda") imports
+from numba_cube.backends.cuda.kernels import diskcache  # what cube.client("cuda") imports
+from numba_cube.backends.cuda.driver import driver
+from numba_cube.backends.cuda import server
 if {fake!r}:
     sys.path.insert(0, {cases!r})
     from _cuda_fake import register_fake_cuda

@@ -1,7 +1,7 @@
 """The Python the CUDA backend adds to a warm launch and to a held launch, on a stubbed driver.
 
 Runs without a GPU: the CUDA backend (``CudaMechanism``, the warm path of
-``backends/cuda/fast_path.py``, automatic graphs) over the fake driver of ``tests/cuda/cases``,
+``backends/cuda/launch/fast_path.py``, automatic graphs) over the fake driver of ``tests/cuda/cases``,
 whose ``cuLaunchKernel`` and ``cuGraphLaunch`` are replaced by a stub that returns success and
 does nothing. The warm path's compiled calls (``launch_call.py``) call C functions of the
 driver's prototypes that return at once (``Driver.use_entry_points``), as they call libcuda's
@@ -106,7 +106,7 @@ def cross_stream_chain(rounds: int = 3 * ROUNDS, n: int = 4000) -> tuple[float, 
     the difference is a small part of each, so it needs rounds nobody else disturbed)."""
     from _cuda_fake import OK, register_fake_cuda
 
-    from numba_cube.backends.cuda import launch_call
+    from numba_cube.backends.cuda.driver import launch_call
 
     api = register_fake_cuda("fakecuda_bench_cross", devices=1)
 
@@ -152,7 +152,7 @@ def cross_stream_chain(rounds: int = 3 * ROUNDS, n: int = 4000) -> tuple[float, 
 def main() -> None:
     from _cuda_fake import OK, register_fake_cuda
 
-    from numba_cube.backends.cuda import launch_call
+    from numba_cube.backends.cuda.driver import launch_call
 
     only = next((a.split("=", 1)[1].split(",") for a in sys.argv if a.startswith("--only=")),
                 ["warm", "held", "cross"])

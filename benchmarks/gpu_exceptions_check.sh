@@ -39,7 +39,7 @@ for name in ("numpy", "numba", "numba_cuda", "cuda.bindings"):
         print(f"{name:14s}", getattr(mod, "__version__", "?"))
     except Exception as exc:
         print(f"{name:14s} not importable ({type(exc).__name__}: {exc})")
-from numba_cube.backends.cuda import probe
+from numba_cube.backends.cuda.driver import probe
 print("cuda backend  ", "available" if probe.available() is None else probe.available(),
       f"({probe.device_count()} device(s))")
 PYEOF

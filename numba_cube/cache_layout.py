@@ -1,7 +1,7 @@
 """What the disk caches keep under ``config.cache_root()``, and the lock their writers take.
 
 One place names every file of the cache directory, so that the writers (``backends/cpu/
-cache/translations.py``, ``backends/cpu/cache/numba_cache.py``, ``backends/cuda/diskcache.py``, ``autotune_store.py``)
+cache/translations.py``, ``backends/cpu/cache/numba_cache.py``, ``backends/cuda/kernels/diskcache.py``, ``autotune_store.py``)
 and the housekeeping that reads them back (``cache_admin.py``: ``python -m numba_cube cache``)
 cannot disagree. It imports nothing heavy (no Numba, no NumPy): ``cache info`` must be quick.
 

@@ -104,7 +104,7 @@ def _cuda_device(cuda_backend: dict | None, warnings: list) -> dict:
     ``NUMBA_ENABLE_CUDASIM`` it is numba-cuda's simulator, which a user comparing timings or
     debugging a GPU problem must not mistake for a GPU."""
     try:
-        from .backends.cuda.probe import simulating
+        from numba_cube.backends.cuda.driver.probe import simulating
 
         simulated = simulating()
     except Exception as exc:  # noqa: BLE001 - best effort
@@ -266,7 +266,7 @@ def _check_device(device: str) -> None:
     """Refuse, as one line, a ``--device`` no backend has (a usage error) or one that cannot start
     here (a failure), before the demo starts: the registry's own errors say what is wrong, these
     also say what to do."""
-    from .backends.cuda.probe import simulating
+    from numba_cube.backends.cuda.driver.probe import simulating
     from numba_cube.runtime.registry import backend_infos
 
     name, colon, index = device.partition(":")

@@ -19,10 +19,10 @@ changes. A bad value warns once and falls back to the default instead of breakin
 | NUMBA_CUBE_DISABLE_PLUGIN_AUTOLOAD | 1 skips entry-point plugins | 0 |
 | NUMBA_CUBE_PROFILE_LOG | 1 logs every kernel's duration (logger ``numba_cube.profile``) | 0 |
 | NUMBA_CUBE_CUDA_DYNAMIC_COUNT | CUDA dynamic counts: ``auto`` (device-count kernel where possible) or ``readback`` | auto |
-| NUMBA_CUBE_CUDA_KERNEL_ERRORS | CUDA kernels that can raise (``raise``, ``assert``) without ``debug=True``: ``check`` (the launch's write set fails with the exception, checked when read: ``backends/cuda/exception_codegen.py``) or ``off`` (compiled as numba-cuda compiles them: the exception is lost); read at each compile, part of the compile key | check |
-| NUMBA_CUBE_CUDA_ERROR_SLOTS | error words in the ring a device hands launches that can raise (a power of two; ``backends/cuda/error_slots.py``); read when a device's server is made | 8192 |
+| NUMBA_CUBE_CUDA_KERNEL_ERRORS | CUDA kernels that can raise (``raise``, ``assert``) without ``debug=True``: ``check`` (the launch's write set fails with the exception, checked when read: ``backends/cuda/kernels/exception_codegen.py``) or ``off`` (compiled as numba-cuda compiles them: the exception is lost); read at each compile, part of the compile key | check |
+| NUMBA_CUBE_CUDA_ERROR_SLOTS | error words in the ring a device hands launches that can raise (a power of two; ``backends/cuda/launch/error_slots.py``); read when a device's server is made | 8192 |
 | NUMBA_CUBE_DEBUG | 1: the ``python -m numba_cube`` commands print the traceback of an error, not only its line (``cli_errors.py``) | 0 |
-| NUMBA_CUBE_NVTX | 1 puts an NVTX range named after the kernel around each CUDA launch, if the ``nvtx`` package is installed (``backends/cuda/nvtx.py``); read when a device's server is made | 0 |
+| NUMBA_CUBE_NVTX | 1 puts an NVTX range named after the kernel around each CUDA launch, if the ``nvtx`` package is installed (``backends/cuda/driver/nvtx.py``); read when a device's server is made | 0 |
 
 Plugins read their own ``NUMBA_CUBE_*`` variables through the same functions and ``declare()``
 them (e.g. ``NUMBA_CUBE_TRACE`` of the ``numba_cube_trace`` plugin), so that ``python -m

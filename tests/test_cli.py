@@ -200,7 +200,7 @@ def test_unavailable_device_is_a_failure_naming_what_to_do():
 def test_demo_on_cuda_without_a_gpu_is_one_line():
     """On a machine where the CUDA backend cannot start, ``demo --device cuda`` exits 1 with one
     line that gives the reason and points to ``--device cpu`` and the simulator switch."""
-    probe = _cli(code="from numba_cube.backends.cuda.probe import available; print(available())")
+    probe = _cli(code="from numba_cube.backends.cuda.driver.probe import available; print(available())")
     if probe.stdout.strip() == "None":
         pytest.skip("the CUDA backend can start here")
     proc = _cli("demo", "--device", "cuda")

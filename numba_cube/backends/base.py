@@ -139,7 +139,7 @@ class DeviceMechanism(abc.ABC):
     #: -> Handle | None`` binds another library's array without a copy (``runtime/launch/arguments.py``
     #: asks it for an argument that is not a handle), ``cuda_array_interface(handle) -> dict``
     #: exports a handle (``Handle.__cuda_array_interface__``); ``dlpack_exporter`` (``device()``,
-    #: ``check_request(...)``, ``export(handle, max_version)``: ``backends/cuda/dlpack_export.py``)
+    #: ``check_request(...)``, ``export(handle, max_version)``: ``backends/cuda/memory/dlpack_export.py``)
     #: is ``Handle.__dlpack__`` of a device whose memory is not host memory.
     adopt_foreign = None
     cuda_array_interface = None

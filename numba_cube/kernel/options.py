@@ -12,7 +12,7 @@ keyword argument) naming it. ``device=True`` (a device function is not a kernel)
 compile option: they change no code, so they are kept apart (``launch_extensions``) and run by
 the numba-style launch (``runtime/client/eager.py``), as numba-cuda runs them.
 
-Which backend honours what: ``backends/cuda/compiler.py`` passes them to ``cuda.jit`` (refusing
+Which backend honours what: ``backends/cuda/kernels/compiler.py`` passes them to ``cuda.jit`` (refusing
 ``boundscheck=True``, as numba-cuda does: ``jit_options``);
 ``backends/cpu/server.py`` honours ``fastmath`` and ``boundscheck`` and ignores the rest (see
 ``cpu_flags``). Everywhere a client option of the same name (``cube.client("cpu",

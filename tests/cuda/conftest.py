@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 
-from numba_cube.backends.cuda import probe
+from numba_cube.backends.cuda.driver import probe
 
 collect_ignore: list[str] = []
 

@@ -1,4 +1,4 @@
-"""Contracts of ``jit_options`` (numba_cube.backends.cuda.compiler): the ``cuda.jit`` arguments a
+"""Contracts of ``jit_options`` (numba_cube.backends.cuda.kernels.compiler): the ``cuda.jit`` arguments a
 kernel is compiled with. The reference is numba-cuda itself: a dispatcher made with them holds the
 same target options as the user's own ``cuda.jit`` dispatcher. No GPU needed (nothing compiles).
 And of ``image_of``: what of a compiled kernel the on-disk cache (``diskcache.py``) may keep.
@@ -10,7 +10,7 @@ import pytest
 from numba import cuda
 
 import numba_cube as cube
-from numba_cube.backends.cuda import probe
+from numba_cube.backends.cuda.driver import probe
 from numba_cube.errors import CompileError
 
 pytestmark = pytest.mark.skipif(probe.simulating(), reason="needs numba-cuda's real dispatcher")
@@ -23,7 +23,7 @@ def _fill(out):
 
 
 def _jit_options(kernel, client_options):
-    from numba_cube.backends.cuda.compiler import jit_options
+    from numba_cube.backends.cuda.kernels.compiler import jit_options
 
     return jit_options(kernel, client_options)
 
@@ -53,7 +53,7 @@ def test_client_options_win_and_client_boundscheck_is_ignored():
 def test_boundscheck_is_refused_and_debug_passes_through():
     """boundscheck=True is refused as numba-cuda refuses it; boundscheck=False is dropped (it
     changes nothing on CUDA); debug=True reaches cuda.jit, the kernel's or a client's (its
-    exceptions are then read back after each launch: kernel_exceptions.py)."""
+    exceptions are then read back after each launch: kernels/exceptions.py)."""
     with pytest.raises(NotImplementedError):
         cuda.jit(boundscheck=True)(_fill)                  # numba-cuda's own answer
     with pytest.raises(CompileError, match="bounds checking is not supported for CUDA"):
@@ -103,7 +103,7 @@ def test_image_of_hands_back_the_linked_cubin_and_entry_name():
 
     import numba_cuda
 
-    from numba_cube.backends.cuda.compiler import image_of
+    from numba_cube.backends.cuda.kernels.compiler import image_of
 
     helper = os.path.join(os.path.dirname(numba_cuda.__file__), "numba", "cuda", "reshape_funcs.cu")
     image = image_of(_CompiledKernel(_Library(linking_files=[helper])))
@@ -122,7 +122,7 @@ def test_image_of_refuses_what_an_image_alone_cannot_reproduce(kernel, reason):
     """What numba-cuda sets up beyond loading the image (a debug kernel's exception flag, NRT,
     module setup callbacks, a carveout), and files whose contents no kernel id covers, make the
     compile uncacheable, with a reason naming it."""
-    from numba_cube.backends.cuda.compiler import image_of
+    from numba_cube.backends.cuda.kernels.compiler import image_of
 
     answer = image_of(kernel)
     assert isinstance(answer, str) and reason in answer

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from numba_cube.backends.cuda import packed_launch, probe
+from numba_cube.backends.cuda.launch import packed_launch
+from numba_cube.backends.cuda.driver import probe
 
 pytest.importorskip("cuda.bindings")
 
@@ -97,7 +98,7 @@ NAMES = ["init", "device_count", "device", "device_name", "device_attribute", "p
 
 def test_every_call_is_listed():
     """The list below covers every call the table above makes (no call silently untested)."""
-    from numba_cube.backends.cuda.driver import Driver
+    from numba_cube.backends.cuda.driver.driver import Driver
 
     assert sorted(NAMES) == sorted(_calls(Driver()))
 
@@ -105,7 +106,7 @@ def test_every_call_is_listed():
 @pytest.mark.parametrize("name", NAMES)
 def test_driver_call_is_well_formed(name):
     """The wrapper's call reaches the driver loader (no TypeError/AttributeError on the way)."""
-    from numba_cube.backends.cuda.driver import Driver
+    from numba_cube.backends.cuda.driver.driver import Driver
 
     drv = Driver()
     call = _calls(drv)[name]

@@ -15,7 +15,7 @@ pytest.importorskip("numba_cube_cudasim", reason="the simulator backend is the c
 
 from numba import cuda  # noqa: E402
 
-from numba_cube.backends.cuda.dynamic import Ineligible, device_count_kernel  # noqa: E402
+from numba_cube.backends.cuda.launch.dynamic import Ineligible, device_count_kernel  # noqa: E402
 from numba_cube_cudasim.isolation import isolated  # noqa: E402
 
 

@@ -1,4 +1,4 @@
-"""The error words of GPU launches (``backends/cuda/error_slots.py``), over stand-ins.
+"""The error words of GPU launches (``backends/cuda/launch/error_slots.py``), over stand-ins.
 
 Each launch of a kernel that can raise gets its own word in a ring of pinned host memory; the
 kernel stores its exception id there (here the test stores it, as the kernel would). The ring is
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ctypes
 
-from numba_cube.backends.cuda.error_slots import ErrorSlots, SlotRun
+from numba_cube.backends.cuda.launch.error_slots import ErrorSlots, SlotRun
 from numba_cube.runtime.ledger.pending import UNRESOLVED
 
 

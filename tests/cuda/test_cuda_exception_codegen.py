@@ -18,8 +18,8 @@ pytest.importorskip("numba_cuda")
 
 from numba import cuda, types  # noqa: E402
 
-from numba_cube.backends.cuda import compiler as cube_compiler  # noqa: E402
-from numba_cube.backends.cuda import exception_codegen as codegen  # noqa: E402
+from numba_cube.backends.cuda.kernels import compiler as cube_compiler  # noqa: E402
+from numba_cube.backends.cuda.kernels import exception_codegen as codegen  # noqa: E402
 
 ARRAY = types.Array(types.int64, 1, "C")
 

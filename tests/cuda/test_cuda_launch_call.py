@@ -1,4 +1,4 @@
-"""The warm launch's driver call (``backends/cuda/launch_call.py``): what reaches the C entry point.
+"""The warm launch's driver call (``backends/cuda/driver/launch_call.py``): what reaches the C entry point.
 
 No GPU is needed: the entry point is a Numba ``cfunc`` with ``cuLaunchKernel``'s (or
 ``cuLaunchCooperativeKernel``'s) C prototype that writes the arguments it received into the buffer
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from numba import cfunc, types
 
-from numba_cube.backends.cuda import launch_call, thunks
-from numba_cube.backends.cuda.driver import Driver
+from numba_cube.backends.cuda.driver import launch_call, thunks
+from numba_cube.backends.cuda.driver.driver import Driver
 
 _U32, _U64, _OUT = types.uint32, types.uint64, types.CPointer(types.uint64)
 

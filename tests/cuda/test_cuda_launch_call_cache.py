@@ -1,4 +1,4 @@
-"""The Numba trampolines of ``backends/cuda/launch_call.py`` are cached signed (issue 35, item 7).
+"""The Numba trampolines of ``backends/cuda/driver/launch_call.py`` are cached signed (issue 35, item 7).
 
 A warm CUDA launch's driver call is compiled code; where no thunk can be made it is a Numba
 trampoline, compiled once and kept on disk. Numba's own ``cache=True`` would keep it unsigned
@@ -25,7 +25,7 @@ from numba_cube import cache_layout
 PLANT = textwrap.dedent('''
     import os, pickle, sys
     from numba.core.caching import FunctionCache
-    from numba_cube.backends.cuda import launch_call
+    from numba_cube.backends.cuda.driver import launch_call
 
     class Planted:
         def __reduce__(self):
@@ -47,7 +47,7 @@ RUN = textwrap.dedent('''
     import json
     import numpy as np
     from numba import cfunc, types
-    from numba_cube.backends.cuda import launch_call
+    from numba_cube.backends.cuda.driver import launch_call
 
     U32, U64, OUT = types.uint32, types.uint64, types.CPointer(types.uint64)
 

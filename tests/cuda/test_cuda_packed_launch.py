@@ -13,10 +13,11 @@ import struct
 import numpy as np
 import pytest
 
-from numba_cube.backends.cuda.compiler import arg_kinds, numba_types
-from numba_cube.backends.cuda.driver import Driver
-from numba_cube.backends.cuda.packed_launch import (ArgLayout, CompiledKernel, PackedLaunch, ParamBlock,
-                                                    scalar_format)
+from numba_cube.backends.cuda.kernels.compiler import arg_kinds, numba_types
+from numba_cube.backends.cuda.driver.driver import Driver
+from numba_cube.backends.cuda.launch.packed_launch import (
+    ArgLayout, CompiledKernel, PackedLaunch, ParamBlock, scalar_format,
+)
 from numba_cube.runtime.memory.handle import Binding
 
 pytest.importorskip("numba_cuda")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 import numba_cube as cube
-from numba_cube.backends.cuda import PRIORITY, probe
+from numba_cube.backends.cuda import PRIORITY
+from numba_cube.backends.cuda.driver import probe
 from numba_cube.runtime.registry import backend_infos
 
 
@@ -62,7 +63,7 @@ def test_simulator_without_its_plugin_is_unavailable_and_says_how_to_install_it(
     program = tmp_path / "no_plugin.py"
     program.write_text(
         "import numba_cube as cube\n"
-        "from numba_cube.backends.cuda import probe\n"
+        "from numba_cube.backends.cuda.driver import probe\n"
         "print(probe.available())\n"
         "try:\n"
         "    cube.client('cuda')\n"

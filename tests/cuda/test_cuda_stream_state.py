@@ -1,8 +1,8 @@
-"""The CUDA executor's per-stream state and event pool (``backends/cuda/stream_state.py``)."""
+"""The CUDA executor's per-stream state and event pool (``backends/cuda/streams/stream_state.py``)."""
 
 from __future__ import annotations
 
-from numba_cube.backends.cuda.stream_state import CuStream, EventPool
+from numba_cube.backends.cuda.streams.stream_state import CuStream, EventPool
 
 
 class _Driver:

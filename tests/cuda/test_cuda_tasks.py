@@ -1,4 +1,4 @@
-"""The CUDA executor's tasks (``backends/cuda/tasks.py``): what a ``StreamMark`` may claim.
+"""The CUDA executor's tasks (``backends/cuda/streams/tasks.py``): what a ``StreamMark`` may claim.
 
 A stream's mark is one event recorded again, under the device lock, whenever a newer position of
 the stream must be waited for, while other threads may be asking it about an older record without
@@ -10,7 +10,7 @@ answered record covered.
 
 from __future__ import annotations
 
-from numba_cube.backends.cuda.tasks import StreamMark
+from numba_cube.backends.cuda.streams.tasks import StreamMark
 
 
 class _Stream:
@@ -76,8 +76,8 @@ def test_done_answers_from_the_completion_mark_without_the_driver():
 
 
 # -- WarmTask.renew --------------------------------------------------------------------------------
-from numba_cube.backends.cuda.stream_state import CuStream  # noqa: E402
-from numba_cube.backends.cuda.tasks import WarmTask  # noqa: E402
+from numba_cube.backends.cuda.streams.stream_state import CuStream  # noqa: E402
+from numba_cube.backends.cuda.streams.tasks import WarmTask  # noqa: E402
 
 
 def _renewable_task():

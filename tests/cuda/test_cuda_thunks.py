@@ -1,4 +1,4 @@
-"""Thunks (``backends/cuda/thunks.py``): slots lent to zero-argument compiled calls, and given back.
+"""Thunks (``backends/cuda/driver/thunks.py``): slots lent to zero-argument compiled calls, and given back.
 
 No GPU is needed: the calls' entry points are Numba ``cfunc``s that note what they were called
 with (a launch: its arguments, into the buffer its ``kernelParams`` points to; a stream pair: the
@@ -14,7 +14,7 @@ import threading
 import numpy as np
 from numba import cfunc, types
 
-from numba_cube.backends.cuda import call_ir, thunks
+from numba_cube.backends.cuda.driver import call_ir, thunks
 
 _U32, _U64, _OUT = types.uint32, types.uint64, types.CPointer(types.uint64)
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from numba_cube.backends.cuda import probe
+from numba_cube.backends.cuda.driver import probe
 
 CASES = Path(__file__).parent / "cases"
 ROOT = Path(__file__).resolve().parents[2]

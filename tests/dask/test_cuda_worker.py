@@ -16,7 +16,7 @@ import dask.array as da  # noqa: E402
 from dask.distributed import Client, LocalCluster, wait  # noqa: E402
 import numba_cube as cube  # noqa: E402
 import numba_cube.dask as cubed  # noqa: E402
-from numba_cube.backends.cuda import probe  # noqa: E402
+from numba_cube.backends.cuda.driver import probe  # noqa: E402
 
 from chain_kernels import axpy, square  # noqa: E402
 

@@ -26,7 +26,7 @@ from numba.core.extending import intrinsic, overload, register_jitable
 
 import numba_cube as cube
 from numba_cube.kernel.io_analysis import IO_UNKNOWN, TUPLE, analyse_io
-from numba_cube.backends.cuda import probe
+from numba_cube.backends.cuda.driver import probe
 from numba_cube.kernel.kernel import resolve_access
 
 # These are numba-cuda's own names. Under its simulator numba.cuda has others (cuda.stcg is None

@@ -7,7 +7,7 @@ import pytest
 from numba import cuda
 
 import numba_cube as cube
-from numba_cube.backends.cuda import probe
+from numba_cube.backends.cuda.driver import probe
 from numba_cube.errors import CompileError, OptionError
 
 #: these pin what is read from numba-cuda's real dispatcher (the simulator's cuda.jit takes

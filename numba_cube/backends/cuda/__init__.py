@@ -3,20 +3,21 @@
 Two mechanisms answer to the backend name ``cuda``:
 
 - on a machine with a GPU, the runtime's ``DeviceServer`` over a ``CudaMechanism``
-  (``server.py``, ``mechanism.py``): numba-cuda compiles, the launch goes straight to
-  ``cuLaunchKernel`` through a cached packed launch (``packed_launch.py``), on CUDA
-  streams mapped from numba_cube's stream ids, ordered by events (``streams.py``), with pooled
-  device memory (``memory.py``), CUDA graphs (``graphs.py``), dynamic counts (``dynamic.py``)
-  and ``__cuda_array_interface__`` interop (``interop.py``);
+  (``server.py``, ``mechanism.py``), whose parts are in rooms: ``driver/`` (the driver's calls,
+  the context, compiled warm calls), ``kernels/`` (numba-cuda compiles, exceptions, the disk
+  cache), ``launch/`` (packed launches straight to ``cuLaunchKernel``, the warm path, error
+  words, dynamic counts), ``streams/`` (CUDA streams mapped from numba_cube's stream ids,
+  ordered by events; graphs) and ``memory/`` (pooled device memory, copies,
+  ``__cuda_array_interface__`` and DLPack interop);
 - under numba-cuda's simulator (``NUMBA_ENABLE_CUDASIM=1``, how CI runs without a GPU), the
   registered ``cudasim`` backend (the plugin ``plugins/numba_cube_cudasim``: a ``HostBackend``
   under the runtime's ``DeviceServer``), whose factory makes the server under the name ``cuda``.
   Without that plugin, ``cuda`` is unavailable under the simulator and says how to install it
-  (``probe.py``); it never falls back to the driver or to another backend.
+  (``driver/probe.py``); it never falls back to the driver or to another backend.
 
 This module is the backend's plugin: it registers ``cuda`` through the same hook as third-party
 backends. Importing it is cheap and never fails for want of numba-cuda or a driver: the
-``available()`` probe (``probe.py``) says why the backend cannot start instead.
+``available()`` probe (``driver/probe.py``) says why the backend cannot start instead.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from __future__ import annotations
 from ...errors import BackendNotFound
 from ...hookspecs import hookimpl
 from ..base import BACKEND_API_VERSION
-from .probe import available, simulating, simulator_backend
+from numba_cube.backends.cuda.driver.probe import available, simulating, simulator_backend
 
 __all__ = ["numba_cube_register_backends", "make_cuda_server", "available", "devices"]
 
@@ -40,7 +41,7 @@ def make_cuda_server(index: int):
         if info is None:
             raise BackendNotFound(f"backend 'cuda' is not available: {reason}")
         return info.factory(index, name="cuda")
-    from .server import make_gpu_server
+    from numba_cube.backends.cuda.server import make_gpu_server
 
     return make_gpu_server(index)
 
@@ -50,7 +51,7 @@ def devices() -> list[str]:
     simulator, which accepts any index)."""
     if simulating():
         return ["cuda:0"]
-    from .probe import device_count
+    from numba_cube.backends.cuda.driver.probe import device_count
 
     return [f"cuda:{i}" for i in range(device_count())]
 

@@ -8,9 +8,9 @@ CUDA parts, each with its dependencies given to its constructor:
 - ``CudaContext`` (``context.py``): the primary context made current, faults;
 - ``DeviceAllocator`` and ``PinnedPool`` (``memory.py``) under the server's pool, and
   ``DeviceCopies`` (``copies.py``): ``create``, ``write`` and ``read``;
-- ``CudaStreams`` (``streams.py``), the executor: a task runs at once, on the CUDA stream of its
+- ``CudaStreams`` (``streams/executor.py``), the executor: a task runs at once, on the CUDA stream of its
   stream id, after device-side event waits for its dependencies;
-- ``KernelEntries`` (``kernel_entries.py``): numba-cuda compiles once per signature; a *bound
+- ``KernelEntries`` (``kernels/entries.py``): numba-cuda compiles once per signature; a *bound
   launch* (``CudaBoundLaunch``, made by ``bound_launch.py``) holds the kernel as a ``PackedLaunch`` (``packed_launch.py``: the
   buffers' pointers, shapes and strides packed once) with its read and write sets;
 - ``WarmPath`` (``fast_path.py``): a launch that repeats an earlier one skips all of the above but
@@ -42,24 +42,26 @@ from numba_cube.runtime.launch.dispatch import Recorded
 from numba_cube.runtime.memory.handle import Binding
 from numba_cube.runtime.launch.requests import refusal_of
 from ..base import DeviceMechanism
-from .bound_launch import CudaBoundLaunch, bind_launch, bound_launch_key
-from .compiler import JIT_OPTIONS
-from .context import CudaContext
-from .copies import DeviceCopies
-from .dlpack_export import DLPackExporter
-from .driver import Driver
-from .driver_errors import CudaError
-from .dynamic import DynamicCounts
-from .error_slots import DEFAULT_SLOTS, ErrorSlots
-from .fast_path import WarmPath
-from .graphs import CudaGraph
-from .interop import CudaInterop
-from .kernel_entries import KernelEntries
-from .nvtx import launch_ranges
-from .memory import DeviceAllocator, PinnedPool
-from .packed_launch import PackedLaunch
-from .streams import CudaStreams
-from .tasks import CudaTask
+from numba_cube.backends.cuda.launch.bound_launch import (
+    CudaBoundLaunch, bind_launch, bound_launch_key,
+)
+from numba_cube.backends.cuda.kernels.compiler import JIT_OPTIONS
+from numba_cube.backends.cuda.driver.context import CudaContext
+from numba_cube.backends.cuda.memory.copies import DeviceCopies
+from numba_cube.backends.cuda.memory.dlpack_export import DLPackExporter
+from numba_cube.backends.cuda.driver.driver import Driver
+from numba_cube.backends.cuda.driver.errors import CudaError
+from numba_cube.backends.cuda.launch.dynamic import DynamicCounts
+from numba_cube.backends.cuda.launch.error_slots import DEFAULT_SLOTS, ErrorSlots
+from numba_cube.backends.cuda.launch.fast_path import WarmPath
+from numba_cube.backends.cuda.streams.graphs import CudaGraph
+from numba_cube.backends.cuda.memory.interop import CudaInterop
+from numba_cube.backends.cuda.kernels.entries import KernelEntries
+from numba_cube.backends.cuda.driver.nvtx import launch_ranges
+from numba_cube.backends.cuda.memory.memory import DeviceAllocator, PinnedPool
+from numba_cube.backends.cuda.launch.packed_launch import PackedLaunch
+from numba_cube.backends.cuda.streams.executor import CudaStreams
+from numba_cube.backends.cuda.streams.tasks import CudaTask
 
 __all__ = ["CudaMechanism"]
 
@@ -82,7 +84,7 @@ class CudaMechanism(DeviceMechanism):
         self.sm_count = self.context.sm_count
         self.max_dynamic_shared_bytes = self.context.max_shared_bytes
         if compiler is None:
-            from .compiler import NumbaCudaCompiler
+            from numba_cube.backends.cuda.kernels.compiler import NumbaCudaCompiler
 
             compiler = NumbaCudaCompiler(self.driver, index)
         self.compiler = compiler

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from numba_cube.runtime.streams.channel import InlineChannel
 from numba_cube.runtime.server import DeviceServer
-from .mechanism import CudaMechanism
+from numba_cube.backends.cuda.mechanism import CudaMechanism
 
 __all__ = ["make_gpu_server"]
 

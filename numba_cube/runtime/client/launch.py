@@ -80,7 +80,7 @@ class LaunchOps:
         fast = self._fast
         if fast is not None and not WATCHING[0] and self._exclusive.owner is None:
             # Nothing watches single launches (no observer, profile or dry run: client/watchers.py) and
-            # nobody holds the device: a repeat of an armed launch (backends/cuda/fast_path.py)
+            # nobody holds the device: a repeat of an armed launch (backends/cuda/launch/fast_path.py)
             # passes the gates by construction (a count that was not zero, handles of this
             # device matched by identity, mode EXECUTE), so what is left is the launched log.
             kernel_id = fast(kernel, count, dim, args, stream, self._options_key, shared_bytes)

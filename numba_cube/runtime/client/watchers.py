@@ -2,7 +2,7 @@
 
 Launch observers, task observers, open profiles and dry runs each change what a launch has to do
 at the client's gates (notify, time, skip). A server's warm launch path
-(``backends/cuda/fast_path.py``) skips that work, so it may only be taken while none of them is
+(``backends/cuda/launch/fast_path.py``) skips that work, so it may only be taken while none of them is
 active. Each of them counts itself in here when it starts and out when it ends; the launch path
 then reads one int (``WATCHING[0]``) instead of asking four modules.
 """

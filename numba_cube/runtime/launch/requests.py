@@ -33,7 +33,7 @@ class LaunchRequest(NamedTuple):
     options: tuple        # client compile options, as sorted (key, value) pairs
     # The launch as the caller wrote it, (kernel object, count, dim, args), when the launch may
     # start a warm path: a server that has one (``DeviceServer.fast_launch``) matches the next
-    # launches against it (backends/cuda/fast_path.py); else None.
+    # launches against it (backends/cuda/launch/fast_path.py); else None.
     as_called: tuple | None = None
     issuer: int = 0       # the issuing thread's ident (whom an unrecorded failure is reported to)
     outcome: Any = None   # outcomes.LaunchOutcome of a caller that waits for this launch, or None

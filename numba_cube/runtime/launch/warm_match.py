@@ -1,6 +1,6 @@
 """What a warm launch matches: the part of the warm paths every backend shares.
 
-A warm path (``launch/warm_host.py`` for host backends, ``backends/cuda/fast_path.py`` for CUDA) keeps
+A warm path (``launch/warm_host.py`` for host backends, ``backends/cuda/launch/fast_path.py`` for CUDA) keeps
 *armed* launches and fires one when a launch repeats it: the same kernel, geometry, options and
 stream, the same handles (by the identity of their bindings) and the same scalar types. This
 module says what can be matched that cheaply (``match_of``, ``PLAIN_GEOMETRY``) and builds the

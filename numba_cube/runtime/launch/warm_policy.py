@@ -2,7 +2,7 @@
 
 Two warm paths implement it, each with its own mechanism: ``launch/warm_host.py`` (host
 backends: a repeated launch runs or queues without the general path's layers) and
-``backends/cuda/fast_path.py`` (CUDA: one match and one driver call). Both apply this policy;
+``backends/cuda/launch/fast_path.py`` (CUDA: one match and one driver call). Both apply this policy;
 the functions below are the part they share as code, and ``tests/runtime/launch/
 test_warm_policy.py`` runs the same programs through both and checks they agree.
 

@@ -1,7 +1,7 @@
 """The ledger's third state for a write set: written by work whose outcome nobody checked yet.
 
 On a GPU a kernel that raises (``raise``, a failed ``assert``) writes its exception into an
-*error word* the launch gave it (``backends/cuda/error_slots.py``), and the host learns it only
+*error word* the launch gave it (``backends/cuda/launch/error_slots.py``), and the host learns it only
 once the launch is complete. The runtime must not wait for that (a launch is asynchronous), so a
 launch that may raise, and every launch that reads what such a launch wrote, leaves its write set
 ``Pending`` instead of clean (CONTRACT.md section 4.1): it *runs* (its inputs carry no failure

@@ -13,7 +13,7 @@ So NumPy 2's ``copy=False`` (which demands no copy) is refused with NumPy's own 
 
 DLPack (``np.from_dlpack(h)``, ``__dlpack__``/``__dlpack_device__``) is the zero-copy way out.
 On the CPU backend, whose memory is host memory, NumPy makes the capsule; a device whose
-mechanism has a ``dlpack_exporter`` (the CUDA backend on a GPU: ``backends/cuda/dlpack_export.py``)
+mechanism has a ``dlpack_exporter`` (the CUDA backend on a GPU: ``backends/cuda/memory/dlpack_export.py``)
 makes its own, on the device. The export is a *read at that moment*: it waits on the host for the
 buffer's writers (and raises the buffer's ``LaunchFailure``), then hands out the memory itself
 (on CUDA that wait also keeps the protocol's promise that the consumer's stream does not run

@@ -24,7 +24,7 @@ What depends on the device is the backend's: a ``HostBackend`` describes a forei
 memory), and the runtime's ``HostMechanism`` (``launch/host_mechanism.py``) runs the steps here on the
 server's channel: adoption, and the free path that keeps borrowed ids out of the pool
 (``DeviceMechanism.before_free``). The GPU server
-(``backends/cuda/interop.py``) keeps the table with ``BorrowedTable`` and ``BorrowedEntry`` and
+(``backends/cuda/memory/interop.py``) keeps the table with ``BorrowedTable`` and ``BorrowedEntry`` and
 adds what only a GPU has: the driver's address ranges and ordering after the producer's stream.
 """
 

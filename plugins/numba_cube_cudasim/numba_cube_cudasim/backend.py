@@ -40,8 +40,8 @@ import numpy as np
 
 from numba_cube import config
 from numba_cube.backends.base import HostBackend
-from numba_cube.backends.cuda.compiler import JIT_OPTIONS
-from numba_cube.backends.cuda.driver_errors import CudaError
+from numba_cube.backends.cuda.kernels.compiler import JIT_OPTIONS
+from numba_cube.backends.cuda.driver.errors import CudaError
 from numba_cube.runtime.memory.borrowed import describe_host_array
 from numba_cube.runtime.streams.channel import ThreadChannel
 from numba_cube.runtime.launch.geometry import MAX_DYNAMIC_SHARED_BYTES

@@ -1,4 +1,4 @@
-"""The CUDA backend's on-disk kernel cache (``backends/cuda/diskcache.py``), on the fake driver.
+"""The CUDA backend's on-disk kernel cache (``backends/cuda/kernels/diskcache.py``), on the fake driver.
 
 The fake compiler (``tests/cuda/cases/_cuda_fake.py``, ``images=True``) hands back a fake
 "cubin" that the fake driver's ``cuModuleLoadData`` loads in another process. Each run below is
@@ -155,7 +155,7 @@ def test_refusal_names_what_cannot_be_cached():
     from numba import cuda
 
     import numba_cube as cube
-    from numba_cube.backends.cuda.diskcache import refusal
+    from numba_cube.backends.cuda.kernels.diskcache import refusal
     from numba_cube.runtime.launch.composite import TupleArg
     from numba_cube.runtime.memory.handle import Binding
 
@@ -180,7 +180,7 @@ def test_entry_key_changes_with_what_decides_the_code(monkeypatch):
     """The key differs when the kernel id, the signature, the options, the device or the
     ``NUMBA_*`` environment differ, and is the same for the same inputs; a client option with no
     stable text form gives no key at all (two such values could not be told apart)."""
-    from numba_cube.backends.cuda.diskcache import entry_key
+    from numba_cube.backends.cuda.kernels.diskcache import entry_key
 
     def f(x):
         pass

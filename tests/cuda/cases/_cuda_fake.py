@@ -23,7 +23,7 @@ A kernel that raises inside the simulator (an out-of-bounds index) is a *sticky*
 as an illegal address is on a GPU: the context is broken and every later call returns
 ``CUDA_ERROR_ILLEGAL_ADDRESS``. Except an exception the kernel's own code raises (``raise``,
 ``assert``, in it or a device function it calls: ``raised_classes``), which is what numba_cube's
-compiled code stores in the launch's error word (``backends/cuda/exception_codegen.py``): such a
+compiled code stores in the launch's error word (``backends/cuda/kernels/exception_codegen.py``): such a
 kernel "compiles" with the error-word parameter, and the fake writes an exception id into the
 word the launch passed (``FAKE_EXCEPTIONS`` decodes it), as the GPU would, and leaves the context
 working. The simulator stops the kernel at the first unit that raises, so its outputs are partly
@@ -48,8 +48,10 @@ import types
 import numpy as np
 from cuda.bindings import driver as _real
 
-from numba_cube.backends.cuda.packed_launch import ArgLayout, CompiledKernel, flat_leaves, scalar_format
-from numba_cube.backends.cuda.compiler import arg_kinds
+from numba_cube.backends.cuda.launch.packed_launch import (
+    ArgLayout, CompiledKernel, flat_leaves, scalar_format,
+)
+from numba_cube.backends.cuda.kernels.compiler import arg_kinds
 from numba_cube.runtime.launch.composite import RecordRef, TupleArg, TypedScalar
 from numba_cube_cudasim.backend import SIMULATOR_LOCK
 from numba_cube_cudasim.isolation import isolated, uses_grid_sync
@@ -660,12 +662,12 @@ class FakeCompiler:
     def disk_cache(self):
         if self.images is None:
             return None
-        from numba_cube.backends.cuda.diskcache import DiskCache
+        from numba_cube.backends.cuda.kernels.diskcache import DiskCache
 
         return DiskCache(*self.images)
 
     def image_of(self, compiled):
-        from numba_cube.backends.cuda.diskcache import CodeImage
+        from numba_cube.backends.cuda.kernels.diskcache import CodeImage
 
         if compiled.raises is not None:
             return "it can raise (as numba_cube's compiler: not kept)"
@@ -749,7 +751,7 @@ class DLPackArray:
                  shape=None):
         """``strides`` (in elements, as DLPack counts them) and ``shape``, where given, describe
         a view of the memory holding ``data`` instead of all of it."""
-        from numba_cube.backends.cuda.dlpack import DLManagedTensor
+        from numba_cube.backends.cuda.memory.dlpack import DLManagedTensor
 
         self.array = ForeignArray(api, data, device=device, stream=None)   # owns the memory
         shape = self.array.shape if shape is None else tuple(shape)
@@ -793,7 +795,7 @@ class DLPackArray:
 def register_fake_cuda(name: str = "fakecuda", devices: int = 2, images: bool = False) -> FakeApi:
     """Register backend ``name`` whose devices are CUDA servers (``make_gpu_server``) over one
     ``FakeApi``; ``images``: their compilers hand back fake cubins for the on-disk cache."""
-    from numba_cube.backends.cuda.driver import Driver
+    from numba_cube.backends.cuda.driver.driver import Driver
     from numba_cube.backends.cuda.server import make_gpu_server
     from numba_cube.runtime.registry import register_backend
 

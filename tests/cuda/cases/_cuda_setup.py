@@ -16,7 +16,7 @@ import os
 
 import pytest
 
-from numba_cube.backends.cuda import probe
+from numba_cube.backends.cuda.driver import probe
 
 DEVICE = os.environ.get("NUMBA_CUBE_TEST_CUDA_DEVICE", "cuda")
 if DEVICE == "fakecuda":

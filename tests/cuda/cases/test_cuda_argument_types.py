@@ -1,5 +1,5 @@
 """Every argument type numba.cuda takes, on the CUDA backend: tuples, namedtuples, records, enum
-members, dates (``runtime/launch/composite.py``, packed by ``backends/cuda/packed_launch.py``).
+members, dates (``runtime/launch/composite.py``, packed by ``backends/cuda/launch/packed_launch.py``).
 
 Each result is checked against NumPy (or the kernel's own Python function run on NumPy data).
 Under the fake driver the parameters cross a real parameter block (flattened as numba-cuda's
@@ -203,8 +203,8 @@ def test_structured_array_is_a_buffer(client, dtype):
 def test_tuple_is_flattened_into_separate_parameters():
     """A tuple (array, (float64, int64)) is laid out as numba-cuda passes it: the array's
     5 + 2 * ndim parameters, then one parameter per number, nine in all."""
-    from numba_cube.backends.cuda.compiler import arg_kinds
-    from numba_cube.backends.cuda.packed_launch import ArgLayout
+    from numba_cube.backends.cuda.kernels.compiler import arg_kinds
+    from numba_cube.backends.cuda.launch.packed_launch import ArgLayout
     from numba_cube.runtime.launch.composite import TupleArg
     from numba_cube.runtime.memory.handle import Binding
 
@@ -225,7 +225,7 @@ def test_flattening_matches_numba():
 
     import numba
 
-    from numba_cube.backends.cuda.packed_launch import flat_leaves
+    from numba_cube.backends.cuda.launch.packed_launch import flat_leaves
     from numba_cube.runtime.launch.composite import TupleArg, TypedScalar
 
     class NoExtensions:

@@ -1,7 +1,7 @@
 """Cross-stream dependencies of warm launches: the wait each one needs, on the right record.
 
 A chain of launches alternating two streams, each reading the previous one's output, is what
-``bench_cuda.py`` times (issue 18, goal 3): every launch is warm (``backends/cuda/fast_path.py``)
+``bench_cuda.py`` times (issue 18, goal 3): every launch is warm (``backends/cuda/launch/fast_path.py``)
 and every one waits on the device for the other stream's last launch, through that stream's own
 event recorded again after it (``CudaStreams.wait_for``). These tests pin that the wait is made
 for every dependent launch, is bound to a record of the *producer's* event made *after* the
@@ -117,7 +117,7 @@ def _fake_ops(fake_api, client, stream_id) -> list:
 @pytest.mark.parametrize("newer_first", [True, False], ids=["newer-stream-first", "older-stream-first"])
 def test_a_warm_cross_stream_wait_is_bound_to_a_record_after_the_producers_launch(
         client, fake_api, newer_first):
-    """Contract (streams.py, step 2; tasks.WarmTask): the consumer's wait is on the producer
+    """Contract (streams/executor.py, step 2; tasks.WarmTask): the consumer's wait is on the producer
     stream's event, bound to a record of it enqueued on the producer's stream right after the
     producer's launch, and the consumer's kernel is queued right after that wait. A wait on the
     consumer's own event, or on an older record of the producer's, would let the consumer run

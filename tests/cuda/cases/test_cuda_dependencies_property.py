@@ -4,7 +4,7 @@ reference (CONTRACT.md section 3), with the warm launch path in play.
 The CPU twin of this test (``tests/runtime/test_dependencies_property.py``) binds fresh view
 handles on every launch. Here every buffer and view is a handle made *once* per program and
 reused, so a launch that repeats an earlier one (same kernel, handles, geometry, stream) takes the
-warm path of ``backends/cuda/fast_path.py``, whose tasks record no event until somebody waits for
+warm path of ``backends/cuda/launch/fast_path.py``, whose tasks record no event until somebody waits for
 them. Programs also drop and re-create buffers mid-way, so memory freed while warm launches may
 still read it must not be reused early.
 

@@ -1,4 +1,4 @@
-"""DLPack export of CUDA handles (backends/cuda/dlpack_export.py, through Handle.__dlpack__ and
+"""DLPack export of CUDA handles (backends/cuda/memory/dlpack_export.py, through Handle.__dlpack__ and
 runtime/memory/array_like.py): the capsule's fields against NumPy's view of the same bytes, the wait for
 the buffer's writers, the failure a read would raise, the lifetime of the memory while a capsule
 or its consumer holds it, refused requests, and (on a GPU) a round trip through torch or CuPy.
@@ -51,8 +51,8 @@ def copy_into(src, out):
 
 def _managed(capsule):
     """The capsule's managed tensor (versioned or not), read as a consumer would."""
-    from numba_cube.backends.cuda.dlpack import DLManagedTensor
-    from numba_cube.backends.cuda.dlpack_export import DLManagedTensorVersioned
+    from numba_cube.backends.cuda.memory.dlpack import DLManagedTensor
+    from numba_cube.backends.cuda.memory.dlpack_export import DLManagedTensorVersioned
 
     name = _get_name(capsule)
     struct = DLManagedTensorVersioned if name == b"dltensor_versioned" else DLManagedTensor
@@ -137,7 +137,7 @@ def test_an_unconsumed_capsule_keeps_the_memory_until_it_dies(client):
     """Dropping every handle of a buffer does not give its memory back while a capsule of it is
     alive: the handle stays referenced and new buffers of the same size get other memory; once
     the unconsumed capsule is garbage, its destructor lets the handle go."""
-    from numba_cube.backends.cuda.dlpack_export import live_exports
+    from numba_cube.backends.cuda.memory.dlpack_export import live_exports
 
     before = live_exports()
     h = client.create(_HOST)

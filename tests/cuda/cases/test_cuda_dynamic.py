@@ -1,6 +1,6 @@
 """Dynamic cube counts on the CUDA backend (CONTRACT.md section 5).
 
-The GPU path has two mechanisms (``numba_cube/backends/cuda/dynamic.py``): the device-count
+The GPU path has two mechanisms (``numba_cube/backends/cuda/launch/dynamic.py``): the device-count
 wrapper (no host round trip; the default where a kernel allows it) and the blocking 12-byte
 read-back. Contract tests run with both (``mode`` fixture) where the contract is the same.
 """
@@ -13,7 +13,7 @@ from numba import cuda
 
 import numba_cube as cube
 from numba_cube import LaunchFailure
-from numba_cube.backends.cuda import dynamic
+from numba_cube.backends.cuda.launch import dynamic
 
 from _cuda_setup import only
 

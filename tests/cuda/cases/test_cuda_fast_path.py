@@ -1,4 +1,4 @@
-"""The warm launch path (``backends/cuda/fast_path.py``): a repeat of an armed launch.
+"""The warm launch path (``backends/cuda/launch/fast_path.py``): a repeat of an armed launch.
 
 The warm path is an optimization and must be invisible: every contract of the general path
 holds for a launch that repeats an armed one (failures on inputs, capture windows, dry runs,
@@ -194,7 +194,7 @@ def test_a_chain_alternating_two_streams_is_exact(client):
     before = 0
     for round_ in range(10):
         # Two rounds first: giving the new stream ids CUDA streams may recycle the other's
-        # stream if its work is done by then (streams.py; timing-dependent), which re-arms it.
+        # stream if its work is done by then (streams/executor.py; timing-dependent), which re-arms it.
         if round_ == 2:
             before = warm_count(client)
         s1.launch(slow_fill, 1, TPB, b, 0.0, SPIN)
@@ -441,8 +441,8 @@ def test_a_hot_warm_launch_and_its_cross_stream_waits_switch_to_compiled_calls(c
     through its thunk (``thunks.py``: LLVM makes one on any host Numba runs on), and a pair of
     streams waiting on each other records and waits through its thunks: every launch still runs,
     in order."""
-    from numba_cube.backends.cuda.launch_call import COMPILE_AFTER
-    from numba_cube.backends.cuda.thunks import Thunk
+    from numba_cube.backends.cuda.driver.launch_call import COMPILE_AFTER
+    from numba_cube.backends.cuda.driver.thunks import Thunk
 
     x = client.create(np.zeros(N))
     for _ in range(COMPILE_AFTER + 10):

@@ -76,7 +76,7 @@ def test_events_are_pooled(client):
 @only("fake", "gpu")
 def test_cuda_streams_are_pooled(client):
     """Many short-lived stream ids reuse a bounded set of CUDA streams."""
-    from numba_cube.backends.cuda.streams import STREAM_POOL_LIMIT
+    from numba_cube.backends.cuda.streams.executor import STREAM_POOL_LIMIT
 
     x = client.create(np.zeros(32))
     streams = client.server.streams

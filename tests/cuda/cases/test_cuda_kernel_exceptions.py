@@ -1,4 +1,4 @@
-"""A ``debug=True`` kernel's exceptions on a GPU (``backends/cuda/kernel_exceptions.py``): the
+"""A ``debug=True`` kernel's exceptions on a GPU (``backends/cuda/kernels/exceptions.py``): the
 exception a unit raised is the launch's failure, with numba-cuda's class and message, recorded on
 the write set; launches whose units raise nothing run as usual, and the device keeps working.
 

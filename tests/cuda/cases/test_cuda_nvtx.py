@@ -1,4 +1,4 @@
-"""NVTX ranges around CUDA launches (backends/cuda/nvtx.py), on the fake driver.
+"""NVTX ranges around CUDA launches (backends/cuda/driver/nvtx.py), on the fake driver.
 
 Without Nsight attached the real ``nvtx`` package records nothing anyone can read back, so the
 ranges are checked through a stand-in ``nvtx`` module put in ``sys.modules`` that records the

@@ -3,7 +3,7 @@
 A ``raise`` or failed ``assert`` in a kernel fails the launch's write set with that exception
 class and message, as on the CPU, although the launch is asynchronous and nothing waits per
 launch: the kernel stores its exception in the launch's own error word
-(``backends/cuda/exception_codegen.py``, ``error_slots.py``), and the write set stays *pending*
+(``backends/cuda/kernels/exception_codegen.py``, ``error_slots.py``), and the write set stays *pending*
 until somebody reads, checks or syncs it (``runtime/ledger/pending.py``). Launches downstream run (the
 device does not know) but their outputs carry the same root cause: a read never returns the
 garbage they computed.

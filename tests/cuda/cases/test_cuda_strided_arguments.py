@@ -219,7 +219,7 @@ def test_eager_launch_with_f_host_arrays(client):
 def test_pack_array_writes_the_binding_strides():
     """The parameter block of an array carries the strides it is given (numba-cuda's layout:
     meminfo, parent, nitems, itemsize, data, shape..., strides...), C ones when given None."""
-    from numba_cube.backends.cuda.packed_launch import ArgLayout, ParamBlock
+    from numba_cube.backends.cuda.launch.packed_launch import ArgLayout, ParamBlock
 
     layout = ArgLayout((("array", 2, 8), ("array", 2, 8)))
     block = ParamBlock(layout)

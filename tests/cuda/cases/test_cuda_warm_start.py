@@ -1,5 +1,5 @@
 """Warm starts on a GPU: a new process finds what an earlier one compiled on disk
-(``backends/cuda/diskcache.py``) and launches it without numba-cuda's compiler.
+(``backends/cuda/kernels/diskcache.py``) and launches it without numba-cuda's compiler.
 
 Each run is a fresh Python process on ``cube.client("cuda")`` with the same cache directory; it
 reports the server's ``cuda_disk_cache_*`` counters (a hit calls no compiler), and its results are checked against NumPy. The fake-driver form of

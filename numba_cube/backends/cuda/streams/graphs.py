@@ -47,12 +47,12 @@ from __future__ import annotations
 
 import weakref
 
-from ...errors import CaptureError
+from numba_cube.errors import CaptureError
 from numba_cube.runtime.graphs.capture import Graph
 from numba_cube.runtime.launch.dispatch import Recorded, run_recorded
 from numba_cube.runtime.ledger.ledger import ExecuteScope, IncompleteLaunch, failed_writing
-from .driver_errors import CudaError
-from .tasks import CudaTask
+from numba_cube.backends.cuda.driver.errors import CudaError
+from numba_cube.backends.cuda.streams.tasks import CudaTask
 
 __all__ = ["CudaGraph"]
 

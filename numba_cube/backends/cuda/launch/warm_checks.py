@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from numba_cube.runtime.ledger.ledger import Pending, pending_inputs
 from numba_cube.runtime.ledger.pending import Run
-from .error_slots import SlotRun
+from numba_cube.backends.cuda.launch.error_slots import SlotRun
 
 __all__ = ["CLEAR", "Repeats", "entry_facts", "fresh", "fresh_state", "record", "refreshed",
            "same_inputs"]

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import logging
 
-from ...errors import BackendNotFound, DeviceFault
-from .driver import Driver
-from .driver_errors import CudaError
+from numba_cube.errors import BackendNotFound, DeviceFault
+from numba_cube.backends.cuda.driver.driver import Driver
+from numba_cube.backends.cuda.driver.errors import CudaError
 
 __all__ = ["CudaContext"]
 

@@ -1,4 +1,4 @@
-"""The per-stream state of the CUDA executor (``streams.py``) and its pool of events.
+"""The per-stream state of the CUDA executor (``streams/executor.py``) and its pool of events.
 
 A ``CuStream`` is one CUDA stream serving one ``StreamId`` (until recycled) and what the executor
 knows about its work: positions (``seq``, ``done_seq``), the last task, the newest event

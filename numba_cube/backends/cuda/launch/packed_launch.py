@@ -45,7 +45,7 @@ import struct
 import numpy as np
 
 from numba_cube.runtime.launch.composite import COMPOSITE_TYPES
-from .error_slots import SlotRun
+from numba_cube.backends.cuda.launch.error_slots import SlotRun
 
 __all__ = ["ArgLayout", "ParamBlock", "PackedLaunch", "CompiledKernel", "scalar_format", "flat_leaves"]
 
@@ -200,9 +200,9 @@ class CompiledKernel:
         #: dynamic shared memory (bytes per cube) this function is known to accept: its
         #: CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES once read or raised (``PackedLaunch``)
         self.dynamic_opt_in = 0
-        #: a debug kernel's exception flag (``kernel_exceptions.KernelExceptions``), else None
+        #: a debug kernel's exception flag (``kernels.exceptions.KernelExceptions``), else None
         self.exceptions = None
-        #: how a launch's error word becomes the exception (``kernel_exceptions.KernelErrors``)
+        #: how a launch's error word becomes the exception (``kernels.exceptions.KernelErrors``)
         #: for a kernel that can raise (its layout has ``error_word``), else None
         self.raises = None
 

@@ -54,7 +54,7 @@ import numpy as np
 
 from numba_cube.runtime.launch.dispatch import run_recorded
 from numba_cube.runtime.ledger.ledger import failed_writing
-from .driver_errors import CudaError
+from numba_cube.backends.cuda.driver.errors import CudaError
 
 log = logging.getLogger("numba_cube")
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 import ctypes
 import os
 
-from .exception_codegen import EXCEPTIONS, decode
+from numba_cube.backends.cuda.kernels.exception_codegen import EXCEPTIONS, decode
 
 __all__ = ["KernelExceptions", "KernelErrors", "for_kernel"]
 

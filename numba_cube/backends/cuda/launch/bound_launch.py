@@ -3,7 +3,7 @@
 
 Split from ``mechanism.py``, which answers the server's hooks by composing the CUDA parts: this
 room is the one step where they meet for a launch. The kernel's compiled entry
-(``kernel_entries.py``) is packed with the buffers' pointers, shapes and strides
+(``kernels/entries.py``) is packed with the buffers' pointers, shapes and strides
 (``packed_launch.py``), its IO answer becomes the read and write sets, and a dynamic count gets
 the device-count form of the kernel when it compiles (``dynamic.py``), else a read-back.
 """
@@ -17,7 +17,7 @@ import numpy as np
 from numba_cube.runtime.launch.composite import COMPOSITE_TYPES
 from numba_cube.runtime.launch.dispatch import regions_of
 from numba_cube.runtime.memory.handle import Binding
-from .packed_launch import PackedLaunch
+from numba_cube.backends.cuda.launch.packed_launch import PackedLaunch
 
 __all__ = ["CudaBoundLaunch", "bound_launch_key", "bind_launch"]
 

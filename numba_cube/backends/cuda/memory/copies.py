@@ -18,12 +18,12 @@ import threading
 
 import numpy as np
 
-from ...errors import LaunchArgumentError
+from numba_cube.errors import LaunchArgumentError
 from numba_cube.runtime.memory.handle import Binding
 from numba_cube.runtime.memory.layout import from_extent, host_staging
 from numba_cube.runtime.ledger.ledger import Failure
-from .driver_errors import CudaError
-from .tasks import CudaTask
+from numba_cube.backends.cuda.driver.errors import CudaError
+from numba_cube.backends.cuda.streams.tasks import CudaTask
 
 __all__ = ["DeviceCopies"]
 

@@ -77,7 +77,7 @@ def _probe_driver() -> tuple:
     if not (_find("cuda.bindings") or _find("cuda.cuda")):
         return f"cuda-python (cuda-bindings) is not installed: {INSTALL_HINT}", 0
     try:
-        from .driver import Driver
+        from numba_cube.backends.cuda.driver.driver import Driver
 
         drv = Driver()
     except Exception as exc:  # noqa: BLE001 - the probe never raises

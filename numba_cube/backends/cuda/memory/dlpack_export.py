@@ -37,8 +37,9 @@ import operator
 
 import numpy as np
 
-from .dlpack import (DLPACK_CUDA, DLPACK_DTYPE_KINDS, DLManagedTensor, DLManagedTensorDeleter,
-                     DLTensor)
+from numba_cube.backends.cuda.memory.dlpack import (
+    DLPACK_CUDA, DLPACK_DTYPE_KINDS, DLManagedTensor, DLManagedTensorDeleter, DLTensor,
+)
 
 __all__ = ["DLPackExporter", "DLManagedTensorVersioned", "DLPackVersion", "FLAG_READ_ONLY",
            "live_exports"]

@@ -3,7 +3,7 @@
 Every driver call of the CUDA backend goes through this module: ``Driver.check`` turns the
 ``(CUresult, *values)`` tuples of cuda-python into values or a ``CudaError`` that names the call,
 the error code and the driver's own description (the error's class and its classification live
-in ``driver_errors.py``, which the rooms that only handle failures import instead). Nothing here decides policy; the server does.
+in ``driver/errors.py``, which the rooms that only handle failures import instead). Nothing here decides policy; the server does.
 
 Why a ``Driver`` object over an ``api`` module rather than module-level functions: the api is
 injectable. The real one is ``cuda.bindings.driver``; the tests of the GPU path's logic on a
@@ -25,7 +25,7 @@ from __future__ import annotations
 import threading
 
 # CudaError is what every checked call raises: named here too, as part of the driver's interface.
-from .driver_errors import STICKY_ERRORS, CudaError, error_class
+from numba_cube.backends.cuda.driver.errors import STICKY_ERRORS, CudaError, error_class
 
 __all__ = ["CudaError", "Driver", "load_api", "STICKY_ERRORS"]
 
@@ -65,7 +65,7 @@ class Driver:
         or, given ``install``, after the Python form's first ``launch_call.COMPILE_AFTER`` calls
         (``install`` then receives it). The caller keeps ``function``, ``stream`` and the
         parameter block at ``params`` alive as long as the callable."""
-        from . import launch_call
+        from numba_cube.backends.cuda.driver import launch_call
 
         name = "cuLaunchCooperativeKernel" if cooperative else "cuLaunchKernel"
         python_call = launch_call.api_launcher(getattr(self.api, name), function, grid, block,
@@ -82,7 +82,7 @@ class Driver:
     def stream_waiter(self, event, producer, consumer, install=None):
         """``(record_and_wait, wait)`` for one producer stream's event and one consumer stream
         (``launch_call.c_stream_waiter``), compiled as ``launcher`` is."""
-        from . import launch_call
+        from numba_cube.backends.cuda.driver import launch_call
 
         python_pair = launch_call.api_stream_waiter(self.api, event, producer, consumer)
         record, wait = self.c_entry_point("cuEventRecord"), self.c_entry_point("cuStreamWaitEvent")
@@ -98,7 +98,7 @@ class Driver:
         used instead (``launch_call.c_entry_points``)."""
         with self._lock:
             if self._entry_points is None:
-                from . import launch_call
+                from numba_cube.backends.cuda.driver import launch_call
 
                 self._entry_points = launch_call.c_entry_points(self.api)
             return self._entry_points.get(name, 0)

@@ -1,4 +1,4 @@
-"""The tasks of the CUDA executor (``streams.py``): what the policy server and hazard tracker see.
+"""The tasks of the CUDA executor (``streams/executor.py``): what the policy server and hazard tracker see.
 
 A ``CudaTask`` is one unit of stream work that ``CudaStreams.enqueue`` runs at once on the CUDA
 stream of its stream id and follows with an event; ``done`` and ``wait`` answer from that event
@@ -17,7 +17,7 @@ can hold the task while its position moves.
 
 from __future__ import annotations
 
-from .driver import CudaError
+from numba_cube.backends.cuda.driver.driver import CudaError
 
 __all__ = ["CudaTask", "StreamMark", "WarmTask"]
 

@@ -48,15 +48,15 @@ import sys
 
 import numpy as np
 
-from ...errors import ForeignHandleError, LaunchArgumentError
+from numba_cube.errors import ForeignHandleError, LaunchArgumentError
 from numba_cube.runtime.memory.borrowed import BorrowedEntry, BorrowedTable
 from numba_cube.runtime.memory.handle import Allocation, Binding, Handle
 from numba_cube.runtime.memory.layout import layout_strides
-from .dlpack import parse_dlpack
-from .driver_errors import CudaError
-from .foreign_array import ForeignArray
-from .memory import DeviceMemory
-from .tasks import CudaTask
+from numba_cube.backends.cuda.memory.dlpack import parse_dlpack
+from numba_cube.backends.cuda.driver.errors import CudaError
+from numba_cube.backends.cuda.memory.foreign_array import ForeignArray
+from numba_cube.backends.cuda.memory.memory import DeviceMemory
+from numba_cube.backends.cuda.streams.tasks import CudaTask
 
 __all__ = ["ForeignArray", "parse_cai", "BorrowedEntry", "BorrowedTable", "export_cai", "CudaInterop"]
 

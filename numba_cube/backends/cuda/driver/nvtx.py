@@ -26,8 +26,8 @@ import functools
 import importlib
 import warnings
 
-from ... import config
-from ...errors import CubeWarning
+from numba_cube import config
+from numba_cube.errors import CubeWarning
 
 __all__ = ["NVTX_VARIABLE", "NVTX_DOMAIN", "LaunchRanges", "launch_ranges"]
 

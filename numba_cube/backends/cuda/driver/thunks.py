@@ -39,7 +39,7 @@ import weakref
 
 from llvmlite import ir
 
-from . import call_ir
+from numba_cube.backends.cuda.driver import call_ir
 
 __all__ = ["Thunk", "make", "SLOTS", "KINDS"]
 

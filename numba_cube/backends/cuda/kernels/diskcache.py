@@ -1,6 +1,6 @@
 """What numba-cuda compiled, kept on disk, so that a new process launches a kernel without it.
 
-A compile-cache miss (``kernel_entries.py``) first asks this cache. An entry holds what loading
+A compile-cache miss (``kernels/entries.py``) first asks this cache. An entry holds what loading
 and launching the kernel needs and nothing of numba-cuda's objects:
 
 - the code image the compiler linked (a cubin; a PTX image is loaded the same way, the driver
@@ -57,9 +57,9 @@ import sys
 from pathlib import Path
 from typing import NamedTuple
 
-from ... import cache_layout, config
+from numba_cube import cache_layout, config
 from numba_cube.runtime.memory.handle import Binding
-from .driver_errors import CudaError
+from numba_cube.backends.cuda.driver.errors import CudaError
 
 __all__ = ["CodeImage", "CachedCode", "DiskCache", "entry_key", "refusal", "backend_digest",
            "HITS", "MISSES", "UNCACHEABLE"]
@@ -286,7 +286,7 @@ class DiskCache:
                               CachedCode(module, entry, asm, cooperative), error_word), access
 
     def _compiled(self, name, function, kinds, max_threads, shared, source, error_word=False):
-        from .packed_launch import ArgLayout, CompiledKernel
+        from numba_cube.backends.cuda.launch.packed_launch import ArgLayout, CompiledKernel
 
         driver = self.driver
 

@@ -26,7 +26,7 @@ A ``SlotRun`` is the own outcome (``pending.Run``) of the launches one ``Pending
 for: one launch, or, on the warm path, each repeat of an identical launch (``fast_path.py``).
 For a kernel that reads what it writes (``self_reading``) the first launch that raised is the
 root and every later one inherited it; otherwise a later launch rewrote the buffers and only the
-last one counts. ``errors`` turns a word into the exception (``kernel_exceptions.KernelErrors``).
+last one counts. ``errors`` turns a word into the exception (``kernels.exceptions.KernelErrors``).
 
 ``sink`` is a word for kernels that have the parameter but cannot raise (their code may return a
 device function's status, which the static analysis found always success): never read.

@@ -31,9 +31,9 @@ import ctypes
 
 import numpy as np
 
-from ...errors import ForeignHandleError, LaunchArgumentError
+from numba_cube.errors import ForeignHandleError, LaunchArgumentError
 from numba_cube.runtime.memory.layout import layout_strides
-from .foreign_array import ForeignArray
+from numba_cube.backends.cuda.memory.foreign_array import ForeignArray
 
 __all__ = ["parse_dlpack", "DLManagedTensor", "DLManagedTensorDeleter", "DLTensor", "DLDataType",
            "DLDevice", "DLPACK_CUDA", "DLPACK_CUDA_DEVICES", "DLPACK_DTYPE_KINDS"]

@@ -37,8 +37,8 @@ import types as types_module
 from numba import njit, types
 from numba.extending import intrinsic
 
-from . import call_ir, thunks
-from .call_ir import BLOCK_WORDS, WAIT_SHIFT
+from numba_cube.backends.cuda.driver import call_ir, thunks
+from numba_cube.backends.cuda.driver.call_ir import BLOCK_WORDS, WAIT_SHIFT
 
 __all__ = ["c_launcher", "api_launcher", "c_stream_waiter", "api_stream_waiter", "c_entry_points",
            "failed_call", "warming", "warming_pair",
@@ -93,23 +93,25 @@ def _compiled(py_func):
             fn = njit(nogil=True, cache=True)(py_func)
         except RuntimeError:        # Numba found no cache directory it could use: no matter
             fn = njit(nogil=True)(py_func)
-        fn._cache = NullCache() if _STAMP is None else HelperCache(py_func, _STAMP)
+        stamp = _source_stamp()
+        fn._cache = NullCache() if stamp is None else HelperCache(py_func, stamp)
         fn.compile(types.int32(types.int64))
         fn.disable_compile()
         _COMPILED[py_func] = fn
     return fn
 
 
+@functools.lru_cache(maxsize=None)
 def _source_stamp() -> bytes | None:
-    """The SHA-256 of this module's and ``call_ir.py``'s text, or None without sources."""
+    """The SHA-256 of this module's and ``call_ir.py``'s text, or None without sources (worked
+    out when the first trampoline is made, not at import: a launch's first import of this
+    module must stay cheap)."""
     try:
         text = inspect.getsource(sys.modules[__name__]) + inspect.getsource(call_ir)
     except (OSError, TypeError):
         return None
     return hashlib.sha256(text.encode("utf-8")).digest()
 
-
-_STAMP = _source_stamp()
 
 
 _COMPILED: dict = {}

@@ -24,13 +24,13 @@ from __future__ import annotations
 import logging
 from typing import Any, NamedTuple
 
-from ...errors import CompileError
-from ...kernel.kernel import resolve_access
+from numba_cube.errors import CompileError
+from numba_cube.kernel.kernel import resolve_access
 from numba_cube.runtime.launch.composite import COMPOSITE_TYPES, analysis_entry
 from numba_cube.runtime.memory.handle import Binding
-from . import diskcache
-from .compiler import arg_kinds, jit_options, kernel_errors_mode
-from .driver_errors import CudaError
+from numba_cube.backends.cuda.kernels import diskcache
+from numba_cube.backends.cuda.kernels.compiler import arg_kinds, jit_options, kernel_errors_mode
+from numba_cube.backends.cuda.driver.errors import CudaError
 
 __all__ = ["KernelEntry", "KernelEntries"]
 

@@ -43,9 +43,9 @@ import logging
 from typing import Callable
 
 from numba_cube.runtime.launch.dispatch import run_recorded
-from .driver import CudaError
-from .stream_state import CuStream, EventPool
-from .tasks import CudaTask, StreamMark, WarmTask
+from numba_cube.backends.cuda.driver.driver import CudaError
+from numba_cube.backends.cuda.streams.stream_state import CuStream, EventPool
+from numba_cube.backends.cuda.streams.tasks import CudaTask, StreamMark, WarmTask
 
 __all__ = ["CudaStreams", "EventPool"]
 
@@ -257,7 +257,7 @@ class CudaStreams:
 
     def _waiter_failed(self, err: int) -> str:
         """Report a stream waiter's failure (``launch_call.failed_call``); the call that failed."""
-        from .launch_call import failed_call
+        from numba_cube.backends.cuda.driver.launch_call import failed_call
 
         call, code = failed_call(err)
         self._fail(self.driver.error(call, code))

@@ -82,8 +82,10 @@ import weakref
 from numba_cube.runtime.ledger.ledger import failed_writing
 from numba_cube.runtime.launch.warm_match import entry_matcher
 from numba_cube.runtime.launch.warm_policy import armable_match, remember
-from .tasks import WarmTask
-from .warm_checks import CLEAR, entry_facts, fresh, record, refreshed, same_inputs
+from numba_cube.backends.cuda.streams.tasks import WarmTask
+from numba_cube.backends.cuda.launch.warm_checks import (
+    CLEAR, entry_facts, fresh, record, refreshed, same_inputs,
+)
 
 __all__ = ["WarmLaunch", "WarmPath"]
 

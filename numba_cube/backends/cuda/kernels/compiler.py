@@ -23,7 +23,7 @@ them. ``boundscheck`` is numba-cuda's answer: its CUDA target never checks bound
 (``CompileError``); a client's ``boundscheck`` is the CPU backend's and is ignored here.
 ``debug=True`` (or ``NUMBA_CUDA_DEBUGINFO=1``) compiles as numba-cuda does, and the kernel's
 exceptions are reported as numba-cuda reports them, through its error flag
-(``kernel_exceptions.py``): such launches are blocking.
+(``kernels/exceptions.py``): such launches are blocking.
 
 Without debug, a kernel is compiled inside ``exception_codegen.compiling``: a kernel that can
 raise gets a trailing error-word parameter (``CompiledKernel.error_word``) and its launches are
@@ -49,14 +49,14 @@ from typing import Mapping
 
 import numpy as np
 
-from ... import config
-from ...errors import CompileError
-from ...kernel.options import resolve
-from ...kernel.signatures import launch_types
+from numba_cube import config
+from numba_cube.errors import CompileError
+from numba_cube.kernel.options import resolve
+from numba_cube.kernel.signatures import launch_types
 from numba_cube.runtime.launch.composite import RecordRef
-from .exception_codegen import compiling
-from .kernel_exceptions import KernelErrors, for_kernel
-from .packed_launch import ArgLayout, CompiledKernel, flat_leaves
+from numba_cube.backends.cuda.kernels.exception_codegen import compiling
+from numba_cube.backends.cuda.kernels.exceptions import KernelErrors, for_kernel
+from numba_cube.backends.cuda.launch.packed_launch import ArgLayout, CompiledKernel, flat_leaves
 
 __all__ = ["NumbaCudaCompiler", "image_of", "numba_types", "arg_kinds", "JIT_OPTIONS", "jit_options",
            "kernel_errors_mode"]
@@ -125,7 +125,7 @@ def numba_types(args: tuple) -> tuple:
 def image_of(kernel):
     """The ``diskcache.CodeImage`` of numba-cuda's compiled ``kernel`` (a ``_Kernel``, bound), or
     a sentence saying why it cannot be loaded from an image alone."""
-    from .diskcache import CodeImage
+    from numba_cube.backends.cuda.kernels.diskcache import CodeImage
 
     library = kernel._codelibrary
     if getattr(kernel, "debug", False):
@@ -236,7 +236,7 @@ class NumbaCudaCompiler:
 
     def disk_cache(self):
         """The on-disk cache of this device's compiles (``diskcache.py``)."""
-        from .diskcache import DiskCache
+        from numba_cube.backends.cuda.kernels.diskcache import DiskCache
 
         return DiskCache(self.driver, self.index)
 

@@ -29,7 +29,7 @@ from collections import defaultdict
 import numpy as np
 
 from numba_cube.runtime.memory.pool import size_class
-from .driver_errors import CudaError
+from numba_cube.backends.cuda.driver.errors import CudaError
 
 __all__ = ["DeviceMemory", "DeviceAllocator", "PinnedPool", "host_view"]
 
