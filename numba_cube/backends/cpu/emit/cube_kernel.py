@@ -55,7 +55,7 @@ from numba_cube.backends.cpu.emit import interchanged_region, mask_spans, warps 
 from numba_cube.backends.cpu.analyze.dataflow import Purity, stores
 from numba_cube.backends.cpu.lower.hidden import ACC_PREFIX, HIDDEN_IDS, LINEAR_TID, SLOT
 from numba_cube.backends.cpu.lower.lowering import Lowered
-from numba_cube.backends.cpu.analyze.plan import (
+from numba_cube.backends.cpu.analyze.plan_items import (
     Check, CubePlan, Ctrl, Exchange, Flow, MaskedIf, MaskedWhile, Region, Uniform,
 )
 from numba_cube.backends.cpu.emit.regions import RegionPrinter, mentioned_names

@@ -47,7 +47,7 @@ from numba_cube.backends.cpu.lower.hidden import SLOT
 from numba_cube.backends.cpu.lower.unit_statements import (
     RET_FLAG, lower_returns, replace_local_markers,
 )
-from numba_cube.backends.cpu.analyze.plan import Region
+from numba_cube.backends.cpu.analyze.plan_items import Region
 from numba_cube.backends.cpu.emit.unit_code import Writer, parse_stmts
 from numba_cube.backends.cpu.emit.unit_loops import unit_loops
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import ast
 
-from numba_cube.backends.cpu.analyze.plan import Check, Exchange
+from numba_cube.backends.cpu.analyze.plan_items import Check, Exchange
 from numba_cube.backends.cpu.emit.unit_code import Writer
 
 _RUNTIME = "numba_cube.backends.cpu.kernel_runtime.warps"

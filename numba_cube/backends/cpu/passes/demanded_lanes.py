@@ -63,7 +63,7 @@ from dataclasses import dataclass
 from numba_cube.backends.cpu.passes import enabled
 from numba_cube.backends.cpu.analyze.dataflow import loads, stores
 from numba_cube.backends.cpu.lower.hidden import LINEAR_TID, UNIFORM_IDS
-from numba_cube.backends.cpu.analyze.plan import (
+from numba_cube.backends.cpu.analyze.plan_items import (
     Ctrl, Exchange, MaskedIf, MaskedWhile, Region, Uniform,
 )
 from numba_cube.backends.cpu.lower.warps import temp

@@ -40,7 +40,7 @@ from numba_cube.backends.cpu.passes import enabled
 from numba_cube.backends.cpu.passes import guards
 from numba_cube.backends.cpu.analyze.dataflow import Purity, stores
 from numba_cube.backends.cpu.lower.hidden import NONNEG, SLOT, UNIFORM_IDS
-from numba_cube.backends.cpu.analyze.plan import Ctrl, MaskedIf, Region
+from numba_cube.backends.cpu.analyze.plan_items import Ctrl, MaskedIf, Region
 
 PREFIX, SUFFIX = "prefix", "suffix"
 #: offsets added to threadIdx.x stay far from int64 overflow, which would break monotonicity

@@ -76,7 +76,7 @@ from numba_cube.backends.cpu.analyze.dataflow import (
 )
 from numba_cube.backends.cpu.kernel_runtime.atomics import function_name
 from numba_cube.backends.cpu.lower.hidden import HIDDEN_IDS, UNIFORM_IDS
-from numba_cube.backends.cpu.analyze.plan import Region
+from numba_cube.backends.cpu.analyze.plan_items import Region
 
 #: shared-memory atomics whose updates of an integer array commute exactly
 COMMUTING = frozenset("__" + function_name(op, atomic=False) for op in ("add", "sub"))

@@ -69,7 +69,7 @@ from numba_cube.backends.cpu.passes.bounds.coverage import (
     names_tuple, relax, repeatable, safe_unchecked,
 )
 from numba_cube.backends.cpu.passes.loop_order import GLOBAL_INNER
-from numba_cube.backends.cpu.analyze.plan import Ctrl, MaskedIf, MaskedWhile, Region, Uniform
+from numba_cube.backends.cpu.analyze.plan_items import Ctrl, MaskedIf, MaskedWhile, Region, Uniform
 
 __all__ = ["CHECKER", "SITES", "add_checks", "import_line", "sites_line", "relax"]
 
