@@ -27,9 +27,15 @@ round:
    a real driver's cost already stands for on a GPU; the compiled record-and-wait calls C
    functions that return at once). ``ours - reference`` is the Python a cross-stream dependency
    adds (issue 18 goal 3 asks <= 2 us with the driver calls).
+4. **a kernel that can raise** (issue 30): the warm launch of a kernel with a ``raise`` it never
+   takes, checked (an error word per launch: ``launch/error_slots.py``) vs the same code compiled
+   with checking off (``NUMBA_CUBE_CUDA_KERNEL_ERRORS=off``: what numba-cuda compiles), both on
+   the stubbed driver: ``ours - reference`` is the Python checking adds per launch (issue 30's
+   goal: at most +0.3 us on an H200 host, where ``bench_cuda.py`` section 6 times it with the
+   driver).
 
 Run: ``python benchmarks/bench_launch_python.py`` (numbers are per launch, fastest rounds);
-``--only=warm,held,cross`` runs some of the cases.
+``--only=warm,held,cross,errors`` runs some of the cases.
 """
 
 from __future__ import annotations
@@ -83,6 +89,19 @@ def k4_py(a, b, c, n):
 
 k4 = cube.kernel(k4_py)
 k4_trampoline = cube.kernel(k4_py)     # the same kernel, its driver call made the other way
+
+
+def k4r_py(a, b, c, n):
+    # can raise (a path never taken): each launch is checked
+    i = cuda.grid(1)
+    if i < n:
+        if n < 0:
+            raise ValueError("negative size")
+        c[i] = a[i] + b[i]
+
+
+k4r = cube.kernel(k4r_py)
+k4r_off = cube.kernel(k4r_py)          # the same code, compiled with checking off
 
 
 def interleaved(cases: dict, n: int, rounds: int = ROUNDS) -> dict:
@@ -155,14 +174,14 @@ def main() -> None:
     from numba_cube.backends.cuda.driver import launch_call
 
     only = next((a.split("=", 1)[1].split(",") for a in sys.argv if a.startswith("--only=")),
-                ["warm", "held", "cross"])
+                ["warm", "held", "cross", "errors"])
     if "cross" in only:
         cross, same = cross_stream_chain()
         t = Table("dependent launches alternating two streams on a stubbed driver (per launch)")
         t.row("chain alternating 2 streams vs 1 stream", cross, same, "one stream")
         print(f"  a cross-stream dependency adds {(cross - same) * 1e9:.0f} ns per launch "
               f"(one stream {same * 1e9:.0f} ns, two {cross * 1e9:.0f} ns)")
-    if not {"warm", "held"} & set(only):
+    if not {"warm", "held", "errors"} & set(only):
         return
     api = register_fake_cuda("fakecuda_bench", devices=1)
 
@@ -210,6 +229,10 @@ def main() -> None:
     print(f"  the runtime adds {(t_['warm'] - t_['driver']) * 1e9:.0f} ns per warm launch; the "
           f"thunk saves {(t_['trampoline'] - t_['warm']) * 1e9:.0f} ns of the trampoline's")
 
+    if "errors" in only:
+        kernel_errors(client, ha, hb, n)
+    if "held" not in only:
+        return
     x, y, z = (client.create(np.ones(256)), client.create(np.zeros(256)),
                client.create(np.zeros(256)))
 
@@ -252,6 +275,42 @@ def main() -> None:
           "explicit capture + replay")
     print(f"  a held launch costs {(per_held - per_explicit) * 1e9:.0f} ns more than its share of "
           f"an explicit replay ({replays} replays timed)")
+
+
+def kernel_errors(client, ha, hb, n) -> None:
+    """Case 4 (module docstring): checked vs off, both warm, on the stubbed driver."""
+    outs = [client.empty(n, np.float32) for _ in range(2)]
+    saved = os.environ.get("NUMBA_CUBE_CUDA_KERNEL_ERRORS")
+    os.environ["NUMBA_CUBE_CUDA_KERNEL_ERRORS"] = "off"     # read at each compile
+    try:
+        client.launch(k4r_off, 1, 32, ha, hb, outs[1], n)
+        client.sync()
+    finally:
+        if saved is None:
+            del os.environ["NUMBA_CUBE_CUDA_KERNEL_ERRORS"]
+        else:
+            os.environ["NUMBA_CUBE_CUDA_KERNEL_ERRORS"] = saved
+    launch = client.launch
+
+    def checked(reps):
+        for _ in range(reps):
+            launch(k4r, 1, 32, ha, hb, outs[0], n)
+
+    def off(reps):
+        for _ in range(reps):
+            launch(k4r_off, 1, 32, ha, hb, outs[1], n)
+
+    checked(3)
+    off(3)
+    forms = {b.packed.kernel.name: b.packed.checks is not None
+             for b in client.server.bound_launches() if b.packed is not None}
+    if not forms.get("k4r_py") or sum(forms.values()) != 1:
+        raise RuntimeError(f"the two forms were not compiled as asked: {forms}")
+    t_ = interleaved({"checked": checked, "off": off}, 20000)
+    client.sync()
+    t = Table("warm launch of a kernel that can raise on a stubbed driver (per launch)")
+    t.row("checked (error word) vs compiled without checking", t_["checked"], t_["off"], "off")
+    print(f"  checking adds {(t_['checked'] - t_['off']) * 1e9:.0f} ns of Python per warm launch")
 
 
 if __name__ == "__main__":
