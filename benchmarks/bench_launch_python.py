@@ -45,13 +45,14 @@ import sys
 import time
 
 import numpy as np
-from numba import cfunc, cuda, types
+from numba import cfunc, types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "cuda", "cases"))
 
 from bench_auto_graph import CHAIN, halve, scale_add  # noqa: E402  (its loop, its kernels)
+from bench_cuda import k4_py, k4r_py  # noqa: E402  (section 1's and 6's kernels)
 from common import Table  # noqa: E402
 
 import numba_cube as cube  # noqa: E402
@@ -81,23 +82,8 @@ NOOP_ENTRY_POINTS = {"cuLaunchKernel": _noop_launch.address, "cuEventRecord": _n
                      "cuStreamWaitEvent": _noop_wait.address}
 
 
-def k4_py(a, b, c, n):
-    i = cuda.grid(1)
-    if i < n:
-        c[i] = a[i] + b[i]
-
-
 k4 = cube.kernel(k4_py)
 k4_trampoline = cube.kernel(k4_py)     # the same kernel, its driver call made the other way
-
-
-def k4r_py(a, b, c, n):
-    # can raise (a path never taken): each launch is checked
-    i = cuda.grid(1)
-    if i < n:
-        if n < 0:
-            raise ValueError("negative size")
-        c[i] = a[i] + b[i]
 
 
 k4r = cube.kernel(k4r_py)

@@ -90,11 +90,9 @@ def sites_line(sites: tuple) -> str:
     return f"{SITES} = {sites!r}"
 
 def add_checks(shape) -> tuple:
-    """Rewrite, in place, the subscripts in the code of ``shape`` (a flat kernel,
-    ``emit/flat_kernel.FlatKernel``, whose body is its decisions' (``passes/shape_passes.py``), or
-    a cube kernel, ``emit/cube_kernel.CubeKernel``, before it is emitted; a cube kernel is known
-    by its plan, ``shape.plan``); the sites, the texts of the subscripted values in the order the
-    checks number them."""
+    """Rewrite, in place, the subscripts in the code of ``shape`` before it is emitted (a flat
+    kernel's body is in its decisions, a cube kernel is known by its plan); the sites, the texts
+    of the subscripted values in the order the checks number them."""
     sites: list[str] = []
     loops = itertools.count(1)
     plan = getattr(shape, "plan", None)
