@@ -241,6 +241,20 @@ def translate_source(py_func, boundscheck: bool = False, fastmath: bool | tuple 
     return translate(py_func, boundscheck, fastmath, error_model).source
 
 
+def translation_options(boundscheck: bool, fastmath, error_model: str) -> tuple:
+    """What decides a kernel's translation besides the kernel itself: the flags of its key
+    (``cache/key.py``). The options asked for; the parallel variant's pieces, which are the
+    host's thread count (``emit/entry_points.CHUNKS``); the optional passes switched off
+    (``NUMBA_CUBE_DISABLE_PASSES``: another translation)."""
+    from numba_cube.backends.cpu.emit.entry_points import CHUNKS
+
+    options = (bool(boundscheck), fastmath, error_model, CHUNKS)
+    switched_off = passes.disabled()
+    if switched_off:
+        options += (tuple(sorted(switched_off)),)
+    return options
+
+
 def build_program(py_func, boundscheck: bool = False, fastmath: bool | tuple = False,
                   error_model: str = "numpy", kernel_id: str | None = None,
                   block: tuple[int, int, int] | None = None) -> CpuProgram:
@@ -260,14 +274,8 @@ def build_program(py_func, boundscheck: bool = False, fastmath: bool | tuple = F
     """
     key = translation = None
     if kernel_id is not None:
-        from numba_cube.backends.cpu.emit.entry_points import CHUNKS
-
-        # the parallel variant's pieces are the host's thread count (entry_points.CHUNKS)
-        options = (bool(boundscheck), fastmath, error_model, CHUNKS)
-        switched_off = passes.disabled()         # NUMBA_CUBE_DISABLE_PASSES: another translation
-        if switched_off:
-            options += (tuple(sorted(switched_off)),)
-        key = cachekey.translation_key(kernel_id, py_func, options)
+        key = cachekey.translation_key(kernel_id, py_func,
+                                       translation_options(boundscheck, fastmath, error_model))
     if key is not None:
         record = codecache.load_translation(key)
         translation = None if record is None else Translation.from_record(record)

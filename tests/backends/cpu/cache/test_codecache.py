@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from numba_cube.backends.cpu.cache import translations as codecache
-from numba_cube.backends.cpu.translate import build_program, translate_source
+from numba_cube.backends.cpu.translate import build_program, translate_source, translation_options
 
 # the directory of the helper modules (kernels_cases.py), for the child processes
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -214,7 +214,7 @@ def test_translation_is_kept_sealed_and_a_forged_one_never_runs(cache_dir, tmp_p
     func = make_kernel(8.5)
     kernel_id = f"fill-forged-{os.getpid()}"
     prog = build_program(func, kernel_id=kernel_id)
-    key = cachekey.translation_key(kernel_id, func, (False, False, "numpy"))
+    key = cachekey.translation_key(kernel_id, func, translation_options(False, False, "numpy"))
     assert codecache.load_translation(key)["source"] == prog.source
     [path] = cache_dir.glob("translation-*.json")
     raw = path.read_bytes()
