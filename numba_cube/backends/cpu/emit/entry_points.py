@@ -23,7 +23,7 @@ __all__ = ["emit", "CHUNKS"]
 #: so more pieces than threads balance nothing and cost a call each, and for a cube kernel the
 #: allocation of its shared, local and replica arrays each (with 256 pieces, stumpy's one-launch-
 #: per-row kernel spent a seventh of its time on them at 2 threads). A literal of the generated
-#: text, which says so in its key (``translate.build_program``): ``numba.get_num_threads()``
+#: text, which says so in its key (``translate.translation_options``): ``numba.get_num_threads()``
 #: inside the kernel would make it uncacheable (Numba reaches the threading layer through a
 #: dynamic global). A process that lowers ``set_num_threads`` gets several pieces per thread.
 CHUNKS = max(1, numba.config.NUMBA_NUM_THREADS)
