@@ -36,10 +36,12 @@ import os
 import sys
 import threading
 import time
+import warnings
 
 import numba
 import numpy as np
 from numba import types
+from numba.core.errors import NumbaPerformanceWarning
 
 from ... import config
 from ...errors import CompileError
@@ -334,7 +336,15 @@ def _measured_runner(kernel, prog, sig: tuple, arg_types: tuple, entries: dict):
             if twin not in runners:
                 try:
                     entry = _compile_twin(kernel, prog, twin, sig, arg_types)
-                except Exception:  # noqa: BLE001 - the compiled twin still runs the kernel
+                except Exception as exc:  # noqa: BLE001 - the compiled twin still runs it
+                    # Said aloud: a parallel twin that does not compile leaves every launch of
+                    # the kernel on one core, a slowdown nothing else would explain.
+                    first_line = (str(exc).splitlines() or [""])[0]
+                    warnings.warn(NumbaPerformanceWarning(
+                        f"kernel {kernel.name}: its {twin} variant does not compile "
+                        f"({type(exc).__name__}: {first_line}); every launch of it runs its "
+                        f"other variant from now on. This is a numba_cube bug: please report "
+                        f"it with the kernel"), stacklevel=2)
                     log.debug("twin %s of %s does not compile", twin, kernel.name, exc_info=True)
                     runners[twin] = next(iter(runners.values()))
                 else:

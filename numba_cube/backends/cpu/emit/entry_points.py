@@ -67,8 +67,15 @@ def _guarded_parallel(w: Writer, name: str, work: str, args: str, decorator) -> 
     chunk, guard = f"{name}__chunk", f"{name}__guard"
     w.line(decorator(None))
     with w.indent(f"def {guard}(__c, __nchunks, {args}):"):
+        # The chunk's arguments as one tuple, built before ``try``, the call spreading it:
+        # CPython compiles a call of more than 30 arguments as a list turned into a tuple
+        # (LIST_TO_TUPLE), which Numba's frontend cannot type inside ``try`` ("Unsupported
+        # op-code encountered: list_to_tuple"). The guard then did not compile, and a kernel
+        # with 23 or more parameters that can raise (stumpy's has 26) silently lost its
+        # parallel variant: every launch ran on one core.
+        w.line(f"__call = (__c, __nchunks, {args})")
         with w.indent("try:"):
-            w.line(f"{chunk}(__c, __nchunks, {args})")
+            w.line(f"{chunk}(*__call)")
         with w.indent("except Exception:"):
             w.line("return 1")
         w.line("return 0")
