@@ -51,6 +51,7 @@ import numpy as np
 from numba_cube.backends.cpu.passes.bounds import checks as bounds
 from numba_cube.backends.cpu.passes import const_shapes as constshapes, privatize, scan_idiom
 from numba_cube.backends.cpu.passes import shape_passes
+from numba_cube.backends.cpu.passes.shared_stores import STORE_DIFFERS
 from numba_cube.backends.cpu.passes.lockstep import schedule as lockstep
 from numba_cube.backends.cpu.frontend import resolve as rs
 from numba_cube.backends.cpu.analyze.dataflow import Purity, remat_definitions
@@ -361,7 +362,7 @@ class Unit:
         w.line("from numba import njit as __njit, prange as __prange")
         w.line(f"from numba_cube.backends.cpu.kernel_runtime.support import assume_nonneg as {NONNEG}, "
                "bound_lt as __bound_lt, bound_le as __bound_le, bound_gt as __bound_gt, "
-               "bound_ge as __bound_ge, replica as __replica")
+               f"bound_ge as __bound_ge, replica as __replica, store_differs as {STORE_DIFFERS}")
         for line in sorted(self.env.helpers.values()):
             w.line(line)
         for line in self.env.header:

@@ -39,7 +39,8 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic, overload
 
-__all__ = ["assume_nonneg", "bound_lt", "bound_le", "bound_gt", "bound_ge", "replica", "range_item"]
+__all__ = ["assume_nonneg", "bound_lt", "bound_le", "bound_gt", "bound_ge", "replica", "range_item",
+           "store_differs"]
 
 # Far enough from the int64 limits that "bound - offset" cannot overflow for any real launch.
 _HUGE = 1 << 62
@@ -166,3 +167,31 @@ def range_item(typingctx, k, args):
         # item itself lies in [start, stop), so it is exact
         return builder.add(start, builder.mul(context.cast(builder, llargs[0], k, dtype), step))
     return dtype(k, args), codegen
+
+
+def store_differs(old, new):
+    """Whether storing ``new`` over the element ``old`` would change the element's bits
+    (``passes/shared_stores.py``)."""
+    return True
+
+
+@overload(store_differs)
+def _store_differs_impl(old, new):
+    # ``new`` is compared as the store writes it: cast to the element's type (float64 0.1 over a
+    # float32 element is float32(0.1)). Floats compare equal but store differently for the two
+    # zeros, and a NaN is stored whatever the element holds. Anything else (complex, records, a
+    # float stored into an integer element) is always stored: the rewrite is only for speed.
+    # (half precision has its own type here, fp16.py: always stored)
+    if old in (types.float32, types.float64) and isinstance(new, (types.Float, types.Integer,
+                                                                  types.Boolean)):
+        as_element = np.dtype(str(old)).type
+
+        def impl(old, new):
+            value = as_element(new)
+            return value != old or math.copysign(1.0, value) != math.copysign(1.0, old)
+        return impl
+    if isinstance(old, (types.Integer, types.Boolean)) and isinstance(new, (types.Integer,
+                                                                            types.Boolean)):
+        as_element = np.dtype(str(old)).type
+        return lambda old, new: as_element(new) != old
+    return lambda old, new: True

@@ -36,6 +36,8 @@ OPTIONAL_PASSES = {
                   "(loop_order.py)",
     "uniform_prologue": "a barrier-free kernel's grid-uniform prologue runs once per chunk "
                         "(uniform_prologue.py)",
+    "shared_stores": "a store every unit makes to one element is made only when it changes the "
+                     "element (shared_stores.py)",
     "block_shape": "a cube kernel compiled for the block shape of its launch "
                    "(emit/block_shape.py)",
 }

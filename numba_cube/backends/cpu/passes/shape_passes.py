@@ -28,6 +28,7 @@ from numba_cube.backends.cpu.lower.unit_statements import lower_returns, replace
 from numba_cube.backends.cpu.passes import (
     demanded_lanes, guards, interior, loop_order as looporder, spans, stride_interchange,
 )
+from numba_cube.backends.cpu.passes.shared_stores import conditional_shared_stores
 from numba_cube.backends.cpu.passes.uniform_prologue import split_prologue
 
 __all__ = ["FlatDecisions", "CubeDecisions", "decide_shape", "decide_regions",
@@ -45,6 +46,7 @@ class FlatDecisions:
     #: uniform_prologue: the leading statements that run once per chunk, and the names they set
     prologue: list = field(default_factory=list)
     prologue_names: set = field(default_factory=set)
+    #: shared_stores: rewrites ``body`` in place of its stores to a uniform element (no field)
     #: guard_hoisting: clamps of the unit loop's range, and tests that skip a whole segment
     lo: list = field(default_factory=list)
     hi: list = field(default_factory=list)
@@ -91,6 +93,13 @@ def loop_order_pass(shape, d: FlatDecisions) -> None:
 def uniform_prologue_pass(shape, d: FlatDecisions) -> None:
     """The grid-uniform leading statements run once per chunk (``passes/uniform_prologue.py``)."""
     d.prologue, d.body, d.prologue_names = split_prologue(d.body, shape.lowered.params)
+
+
+def shared_stores_pass(shape, d: FlatDecisions) -> None:
+    """A store every unit makes to one element reads it first and writes only a change
+    (``passes/shared_stores.py``); the element is uniform from the parameters, the prologue's
+    names and the grid's dimensions."""
+    d.body = conditional_shared_stores(d.body, [*shape.lowered.params, *d.prologue_names])
 
 
 def guard_hoisting_pass(shape, d: FlatDecisions) -> None:
@@ -164,7 +173,7 @@ def interior_pass(shape, d: CubeDecisions, region, code) -> None:
 #: (name, pass) in the order they run; an optional pass is switched off by its name
 #: (``passes.enabled``, which the pass's own module asks)
 FLAT_PASSES = (("loop_order", loop_order_pass), ("uniform_prologue", uniform_prologue_pass),
-               ("guard_hoisting", guard_hoisting_pass))
+               ("shared_stores", shared_stores_pass), ("guard_hoisting", guard_hoisting_pass))
 CUBE_PASSES = (("spans", spans_pass), ("stride_interchange", stride_interchange_pass),
                ("demanded_lanes", demanded_lanes_pass))
 REGION_PASSES = (("guards", guards_pass), ("interior", interior_pass))

@@ -29,7 +29,8 @@ import bench_kernels  # noqa: E402
 
 @cuda.jit
 def pingpong(row, even, odd, x, n):
-    # stumpy's shape: the buffers picked from the row's parity, a grid-stride loop
+    # stumpy's shape: the buffers picked from the row's parity, a grid-stride loop, every unit
+    # storing the same value into element 0 (shared_stores)
     if row % 2 == 0:
         out = even
         src = odd
@@ -39,6 +40,7 @@ def pingpong(row, even, odd, x, n):
     start = cuda.grid(1)
     for i in range(start, n, cuda.gridsize(1)):
         out[i] = src[i] + x[i] * row
+        out[0] = src[0] + x[0] * row
 
 
 def _pingpong_case():
