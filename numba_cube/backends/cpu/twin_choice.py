@@ -100,14 +100,18 @@ class TwinChoice:
             best.clear()                # a sweep: start over rather than grow
             self._tries.clear()
         previous = best.get(key)
-        if previous is None or seconds < previous:
+        improved = previous is None or seconds < previous
+        if improved:
             best[key] = seconds
         self._tries[key] = self._tries.get(key, 0) + 1
         if twin == SERIAL:
             per_unit = seconds / units
             if self._unit_cost is None or per_unit < self._unit_cost:
                 self._unit_cost = per_unit
-        if self._unit_cost is not None:
+                improved = True
+        # The floor depends only on the minimums: recomputed when one of them moved, which a
+        # steady stream of launches rarely does (it asks Numba for the thread count, a lock).
+        if improved and self._unit_cost is not None:
             self._update_floor(threads)
 
     def _update_floor(self, threads: int | None) -> None:
