@@ -53,6 +53,7 @@ from numba_cube.runtime.server import DeviceServer
 from ..base import HostBackend
 from numba_cube.backends.cpu.kernel_runtime import bounds as bounds_runtime, fp16
 from numba_cube.backends.cpu.emit import linemarks
+from numba_cube.backends.cpu.emit.entry_points import PIECE_SHIFT, RERUN_DID_NOT_RAISE
 from numba_cube.backends.cpu.twin_choice import PRIOR_UNITS, TwinChoice, fixed_twin
 
 __all__ = ["CpuBackend", "make_cpu_server", "select_threading_layer", "cpu_flags"]
@@ -265,13 +266,19 @@ def _compile_twin(kernel, prog, twin: str, sig: tuple, arg_types: tuple):
     function Python called. Compiling ``__ser`` compiles the chunk, so the serial twin costs
     the same compile as before."""
     dispatcher = prog.serial if twin == "serial" else prog.parallel
+    if twin == "parallel" and prog.parallel_status is not None:
+        dispatcher = prog.parallel_status
     try:
         # A twin compiled at its first choice runs inside a launch, maybe on the main thread:
         # a Ctrl-C there is taken when Numba is done (runtime/client/interrupts.py says why).
         with deferred_interrupt():
             entry = dispatcher.compile(sig)
-            if twin == "serial" and prog.chunk is not None and callable(entry):
-                entry = _ChunkEntry(prog.chunk.compile((types.int64, types.int64) + sig))
+            if prog.chunk is not None and callable(entry):
+                if twin == "serial":
+                    entry = _ChunkEntry(prog.chunk.compile((types.int64, types.int64) + sig))
+                elif dispatcher is prog.parallel_status:
+                    entry = _StatusEntry(entry, prog.chunk.compile((types.int64, types.int64)
+                                                                   + sig))
     except CompileError:
         raise
     except Exception as exc:
@@ -284,7 +291,8 @@ def _compile_twin(kernel, prog, twin: str, sig: tuple, arg_types: tuple):
         if where is not None:
             err.filename, err.lineno = where
         raise err from exc
-    return entry if callable(entry) or isinstance(entry, _ChunkEntry) else dispatcher
+    return entry if callable(entry) or isinstance(entry, (_ChunkEntry, _StatusEntry)) \
+        else dispatcher
 
 
 class _ChunkEntry:
@@ -296,8 +304,22 @@ class _ChunkEntry:
         self.chunk = chunk
 
 
+class _StatusEntry:
+    """The parallel twin of a kernel that can raise: ``<kernel>__par_status``, which returns
+    its first failed piece, and the chunk function, which ``_twin_runner`` calls on that piece
+    to raise its exception here, not through a nested jitted call (numba/numba#10783)."""
+
+    __slots__ = ("status", "chunk")
+
+    def __init__(self, status, chunk):
+        self.status = status
+        self.chunk = chunk
+
+
 def _twin_runner(dynamic_shared: bool, entry):
     """``run(count, dim, args, shared_bytes)`` calling one compiled twin."""
+    if isinstance(entry, _StatusEntry):
+        return _status_runner(dynamic_shared, entry)
     if isinstance(entry, _ChunkEntry):
         chunk = entry.chunk
         # ``<kernel>__ser``'s own test, then its one call: chunk 0 of 1 is the whole launch
@@ -319,6 +341,30 @@ def _twin_runner(dynamic_shared: bool, entry):
             # numba-cuda gives a kernel that declares no dynamic shared memory the bytes it
             # was launched with all the same; nothing can see them, so nothing is allocated.
             entry(count[0], count[1], count[2], dim[0], dim[1], dim[2], *args)
+    return run
+
+
+def _status_runner(dynamic_shared: bool, entry: _StatusEntry):
+    """``run`` of a ``_StatusEntry``: the parallel twin, then its failed piece re-run alone."""
+    status, chunk = entry.status, entry.chunk
+
+    def raise_failed_piece(failed, geometry, args):
+        piece, pieces = divmod(failed, PIECE_SHIFT)
+        chunk(piece, pieces, *geometry, *args)
+        raise RuntimeError(RERUN_DID_NOT_RAISE)
+
+    if dynamic_shared:
+        def run(count, dim, args, shared_bytes=0):
+            geometry = (count[0], count[1], count[2], dim[0], dim[1], dim[2], shared_bytes)
+            failed = status(*geometry, *args)
+            if failed >= 0:
+                raise_failed_piece(failed, geometry, args)
+    else:
+        def run(count, dim, args, shared_bytes=0):
+            failed = status(count[0], count[1], count[2], dim[0], dim[1], dim[2], *args)
+            if failed >= 0:
+                raise_failed_piece(failed, (count[0], count[1], count[2], dim[0], dim[1],
+                                            dim[2]), args)
     return run
 
 

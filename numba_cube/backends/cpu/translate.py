@@ -170,6 +170,9 @@ class CpuProgram:
     #: the chunk function both twins call: ``chunk(c, nchunks, <geometry>, *args)`` runs chunk
     #: ``c`` of ``nchunks``; ``chunk(0, 1, ...)`` is the serial twin's whole work
     chunk: object = None
+    #: a kernel that can raise: its parallel variant reporting the first failed piece instead
+    #: of raising (``emit/entry_points._guarded_parallel``); None for the others
+    parallel_status: object = None
 
 
 @dataclass(frozen=True)
@@ -305,4 +308,5 @@ def build_program(py_func, boundscheck: bool = False, fastmath: bool | tuple = F
         dynamic_shared=translation.dynamic_shared,
         bounds_sites=getattr(module, "__bounds_sites", ()),
         chunk=getattr(module, f"{name}__chunk"),
+        parallel_status=getattr(module, f"{name}__par_status", None),
     )

@@ -4,7 +4,8 @@ as the serial twin: ``server._compile_twin``).
 
 - ``<name>__par``: ``njit(parallel=True)``, a ``prange`` over at most ``CHUNKS`` pieces of the
   launch, each a call of the chunk; for a kernel that can raise, each piece runs under
-  ``<name>__guard`` (``emit`` below says why);
+  ``<name>__guard`` in ``<name>__par_status``, which ``<name>__par`` calls
+  (``_guarded_parallel`` says why);
 - ``<name>__ser``: ``njit(parallel=False)``, the chunk called once for the whole launch.
 """
 
@@ -16,7 +17,7 @@ import numba
 
 from numba_cube.backends.cpu.emit.unit_code import Writer
 
-__all__ = ["emit", "CHUNKS"]
+__all__ = ["emit", "CHUNKS", "PIECE_SHIFT", "RERUN_DID_NOT_RAISE"]
 
 #: how many pieces the parallel variant cuts a launch into: one per thread of Numba's pool.
 #: Numba's prange hands each thread one contiguous share of the iterations (a static schedule),
@@ -54,15 +55,22 @@ def emit(w: Writer, name: str, work: str, args: str, may_raise: bool,
     w.line()
 
 
+#: a failed piece's report from ``<name>__par_status``: ``piece * PIECE_SHIFT + pieces``
+PIECE_SHIFT = 1 << 32
+
+
 def _guarded_parallel(w: Writer, name: str, work: str, args: str, decorator) -> None:
-    """The parallel entry point for kernels that may raise.
+    """The parallel entry points for kernels that may raise.
 
     Numba does not propagate an exception raised inside a prange body (numba issues #2811,
     #9380): the call returns "a result with an exception set", or nothing at all. So each
-    chunk runs under try/except in ``<name>__guard`` and reports failure in a status array; a
-    failed chunk is then re-run serially, outside the parallel region, to raise the real
-    exception. (Only done when needed: the extra function costs a second optimisation of
-    the kernel body at compile time.)
+    chunk runs under try/except in ``<name>__guard`` and reports failure in a status array.
+    ``<name>__par_status`` returns the first failed piece (``piece * PIECE_SHIFT + pieces``),
+    or -1: the runtime then calls the chunk of that piece itself to raise its exception
+    (``server._twin_runner``), because an exception leaving a jitted function through a nested
+    jitted call leaks an allocation (numba/numba#10783: 48 bytes per failing launch).
+    ``<name>__par`` does the same inside, for direct callers. (Only done when needed: the
+    guard costs a second optimisation of the kernel body at compile time.)
     """
     chunk, guard = f"{name}__chunk", f"{name}__guard"
     w.line(decorator(None))
@@ -81,14 +89,25 @@ def _guarded_parallel(w: Writer, name: str, work: str, args: str, decorator) -> 
         w.line("return 0")
     w.line()
     w.line(decorator(True))
-    with w.indent(f"def {name}__par({args}):"):
+    with w.indent(f"def {name}__par_status({args}):"):
         w.line(f"__nchunks = min({work}, {CHUNKS})")
         w.line("__failed = __np.zeros(__nchunks, __np.uint8)")
         with w.indent("for __c in __prange(__nchunks):"):
             w.line(f"__failed[__c] = {guard}(__np.int64(__c), __nchunks, {args})")
         with w.indent("for __c in range(__nchunks):"):
             with w.indent("if __failed[__c]:"):
-                w.line(f"{chunk}(__np.int64(__c), __nchunks, {args})")
-                w.line("raise RuntimeError('a kernel chunk raised in the parallel region "
-                       "but not when re-run serially')")
+                w.line(f"return __c * {PIECE_SHIFT} + __nchunks")
+        w.line("return -1")
     w.line()
+    w.line(decorator(False))
+    with w.indent(f"def {name}__par({args}):"):
+        w.line(f"__failed = {name}__par_status({args})")
+        with w.indent("if __failed >= 0:"):
+            w.line(f"{chunk}(__np.int64(__failed // {PIECE_SHIFT}), "
+                   f"__np.int64(__failed % {PIECE_SHIFT}), {args})")
+            w.line(f"raise RuntimeError({RERUN_DID_NOT_RAISE!r})")
+    w.line()
+
+
+#: what a parallel launch raises when its failed piece, run again alone, does not fail
+RERUN_DID_NOT_RAISE = "a kernel chunk raised in the parallel region but not when re-run serially"
