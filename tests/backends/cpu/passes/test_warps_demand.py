@@ -198,8 +198,11 @@ def other_lane_reads(x, out):
     v = x[i] if i < x.size else 0.0
     for off in (16, 8, 4, 2, 1):
         v += cuda.shfl_down_sync(FULL, v, off)
+    # each cube's warps numbered on their own: with a cube of 80 units, ``i // 32`` would give
+    # a cube's partial last warp and the next cube's first the same slots (a race on a GPU)
+    warp = cuda.blockIdx.x * ((cuda.blockDim.x + 31) // 32) + cuda.threadIdx.x // 32
     if cuda.laneid == 0 or cuda.laneid == 1:
-        out[i // 32 * 2 + cuda.laneid] = v
+        out[warp * 2 + cuda.laneid] = v
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -213,13 +216,15 @@ def test_reads_of_other_lanes_keep_the_full_rounds(variant, nt, kernel):
     x = np.random.default_rng(nt).standard_normal(3 * nt - 9)
     full = rounds_reference("down", x, nt, (16, 8, 4, 2, 1))[:x.size]
     if kernel is other_lane_reads:
-        out = np.full(2 * (3 * nt // 32 + 1), np.nan)
+        warps_per_cube = (nt + 31) // 32
+        out = np.full(2 * 3 * warps_per_cube, np.nan)
         run(kernel, variant, 3, nt, x, out)
         slots = np.arange(x.size)
         lanes = slots % nt % 32
+        warps = slots // nt * warps_per_cube + slots % nt // 32
         picked = lanes < 2
         expected = np.full_like(out, np.nan)
-        expected[slots[picked] // 32 * 2 + lanes[picked]] = full[picked]
+        expected[warps[picked] * 2 + lanes[picked]] = full[picked]
         np.testing.assert_array_equal(out, expected)
         return
     out = np.full(x.size, np.nan)
