@@ -15,9 +15,10 @@ launchers found in its syntax tree, the lines added to the text, whose comments 
 kernel's own lines), so a cached translation serves every shape without translating again:
 
 - every launcher function of the kernel (``<kernel>__chunk``, ``__body``, ``__guard``,
-  ``__par``, ``__ser``) rebinds ``__bdx, __bdy, __bdz`` to the shape's values first thing (LLVM
+  ``__par_status``, ``__par``, ``__ser``) rebinds ``__bdx, __bdy, __bdz`` to the shape's values first thing (LLVM
   then folds them into the loops; device functions receive them from there);
-- the two entry points (``<kernel>__par`` and ``<kernel>__ser``) first check that they were
+- the entry points (``<kernel>__par``, ``<kernel>__ser``, and ``<kernel>__par_status`` of a
+  kernel that can raise, which the runtime calls instead of ``__par``) first check that they were
   called with that shape and raise ``ValueError`` otherwise. The inner functions are called only
   from the entry points, with the values the entry point received, so the rebinding can never
   replace a value by a different one: a module called with another shape fails loudly instead
@@ -40,7 +41,9 @@ SPECIALIZED_HEADER = "# specialized for block shape"
 
 _GEOMETRY = ("__bdx", "__bdy", "__bdz")
 #: the generated functions of a kernel that take the block shape (``module._launchers``)
-_LAUNCHERS = ("chunk", "body", "guard", "par", "ser")
+_LAUNCHERS = ("chunk", "body", "guard", "par_status", "par", "ser")
+#: the ones the runtime or a caller calls (``server._compile_twin``): they check the shape
+_ENTRIES = ("par_status", "par", "ser")
 
 
 def _launcher_bodies(source: str, kernel_name: str) -> list[tuple[str, int, int]]:
@@ -62,7 +65,7 @@ def for_block(source: str, kernel_name: str, block: tuple[int, int, int]) -> str
     """``source`` (a generated cube module for ``kernel_name``) with ``block`` fixed; see the
     module docstring."""
     bx, by, bz = (int(v) for v in block)
-    entries = {f"{kernel_name}__par", f"{kernel_name}__ser"}
+    entries = {f"{kernel_name}__{part}" for part in _ENTRIES}
     lines = source.split("\n")
     bodies = _launcher_bodies(source, kernel_name)
     if not bodies:

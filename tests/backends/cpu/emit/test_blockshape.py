@@ -123,13 +123,16 @@ def test_flat_kernel_keeps_one_module():
 
 def test_specialized_module_refuses_another_shape(rng):
     """Called with the shape it was made for it runs; with another it raises ValueError, in
-    both variants, before writing anything."""
+    both variants and in the parallel variant's status entry (the runtime's, for a kernel that
+    can raise), before writing anything."""
     prog = build_program(tree_sums.py_func, block=(64, 1, 1))
     x = rng.standard_normal(128)
     out = np.zeros(2)
     prog.serial(2, 1, 1, 64, 1, 1, x, out)
     np.testing.assert_array_equal(out, block_tree(x, 64))
-    for variant in (prog.serial, prog.parallel):
+    checked = build_program(tree_sums.py_func, boundscheck=True, block=(64, 1, 1))
+    assert checked.parallel_status is not None      # a kernel that can raise: the runtime's entry
+    for variant in (prog.serial, prog.parallel, checked.parallel_status):
         out = np.full(4, -1.0)
         with pytest.raises(ValueError, match=r"block shape \(64, 1, 1\)"):
             variant(4, 1, 1, 32, 1, 1, x, out)
@@ -137,8 +140,9 @@ def test_specialized_module_refuses_another_shape(rng):
 
 
 def test_only_launchers_are_rebound_and_entries_check_first():
-    """The launcher functions (chunk, body, guard, par, ser) rebind the shape; the device
-    function that reads blockDim does not; the two entry points check before rebinding."""
+    """The launcher functions (chunk, body, guard, par_status, par, ser) rebind the shape; the
+    device function that reads blockDim does not; the three entry points check before
+    rebinding."""
     found = translate(warp_sums.py_func)
     text = for_block(found.source, found.kernel_name, (32, 2, 1))
     lines = text.split("\n")
@@ -148,8 +152,9 @@ def test_only_launchers_are_rebound_and_entries_check_first():
     rebound = {enclosing(k).split("(")[0] for k, line in enumerate(lines)
                if line == "    __bdx = 32"}
     name = found.kernel_name
-    assert rebound == {f"def {name}__{part}" for part in ("chunk", "guard", "par", "ser")}
-    for entry in ("par", "ser"):
+    assert rebound == {f"def {name}__{part}"
+                       for part in ("chunk", "guard", "par_status", "par", "ser")}
+    for entry in ("par_status", "par", "ser"):
         at = lines.index(next(l for l in lines if l.startswith(f"def {found.kernel_name}__{entry}(")))
         assert lines[at + 1].startswith("    if __bdx != 32 or __bdy != 2 or __bdz != 1:")
         assert lines[at + 3:at + 6] == ["    __bdx = 32", "    __bdy = 2", "    __bdz = 1"]
