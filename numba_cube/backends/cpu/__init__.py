@@ -4,7 +4,7 @@
 package's folders (``frontend/``, ``lower/``, ``analyze/``, ``passes/``, ``emit/``; what generated
 code imports: ``kernel_runtime/``; what is kept on disk: ``cache/``); ``server.py`` is the
 mechanism the runtime's ``DeviceServer`` drives, ``twin_choice.py`` its choice between a
-kernel's serial and parallel twins. This module is the backend's plugin: it registers
+kernel's serial and parallel twins, ``twin_runners.py`` the calls of either. This module is the backend's plugin: it registers
 ``cpu`` (devices ``cpu:0``, ``cpu:1``, ... each with its own server, memory and threads), and
 says which client option the environment sets (``default_options``).
 """

@@ -8,7 +8,8 @@ directly, so a launch skips Numba's type dispatch. An array argument is the bind
 with its strides (``HostBackend.strided_array`` for F-ordered, strided and broadcast bindings),
 typed with the layout ``numba.typeof`` would give it (``arg_type``): C, F and A compile apart.
 
-Which twin a launch uses is measured (``twin_choice.py``): ``cache_extras`` names the prior's twin,
+Which twin a launch uses is measured (``twin_choice.py``, run by ``twin_runners.py``): ``cache_extras``
+names the prior's twin,
 compiled with the launch's signature, and the artifact times its runs and switches to the other
 twin (compiled at its first use) where that is faster for the kernel at that launch size.
 ``NUMBA_CUBE_SERIAL_UNITS`` in the environment fixes the old rule (serial below that many units).
@@ -35,13 +36,10 @@ import logging
 import os
 import sys
 import threading
-import time
-import warnings
 
 import numba
 import numpy as np
 from numba import types
-from numba.core.errors import NumbaPerformanceWarning
 
 from ... import config
 from ...errors import CompileError
@@ -53,8 +51,9 @@ from numba_cube.runtime.server import DeviceServer
 from ..base import HostBackend
 from numba_cube.backends.cpu.kernel_runtime import bounds as bounds_runtime, fp16
 from numba_cube.backends.cpu.emit import linemarks
-from numba_cube.backends.cpu.emit.entry_points import PIECE_SHIFT, RERUN_DID_NOT_RAISE
-from numba_cube.backends.cpu.twin_choice import PRIOR_UNITS, TwinChoice, fixed_twin
+from numba_cube.backends.cpu.twin_choice import PRIOR_UNITS, fixed_twin
+from numba_cube.backends.cpu.twin_runners import (ChunkEntry, StatusEntry, measured_runner,
+                                                  twin_runner)
 
 __all__ = ["CpuBackend", "make_cpu_server", "select_threading_layer", "cpu_flags"]
 
@@ -247,9 +246,11 @@ class CpuBackend(HostBackend):
         twin = extras[0]
         entries = {twin: _compile_twin(kernel, prog, twin, sig, arg_types)}
         adaptive = len(extras) > 2 and extras[2]
-        run = _twin_runner(prog.dynamic_shared, entries[twin])
+        run = twin_runner(prog.dynamic_shared, entries[twin])
         if adaptive:
-            run = _measured_runner(kernel, prog, sig, arg_types, entries)
+            run = measured_runner(
+                kernel.name, prog.dynamic_shared, entries,
+                lambda other: _compile_twin(kernel, prog, other, sig, arg_types))
         if prog.bounds_sites:
             run = _describing_bounds(run, prog)
         run.program = prog
@@ -260,7 +261,7 @@ def _compile_twin(kernel, prog, twin: str, sig: tuple, arg_types: tuple):
     """The entry point of ``twin`` (``"serial"`` or ``"parallel"``) for ``sig``.
 
     The serial twin's entry is its chunk function, called as ``chunk(0, 1, <geometry>, *args)``
-    (``_twin_runner``), not ``<kernel>__ser``, which only wraps that call: Numba leaks a small
+    (``twin_runners.twin_runner``), not ``<kernel>__ser``, which only wraps that call: Numba leaks a small
     allocation per call when an exception leaves a jitted function through a nested jitted call
     (numba/numba#10783; 48 bytes per failing launch measured here), and none when it leaves the
     function Python called. Compiling ``__ser`` compiles the chunk, so the serial twin costs
@@ -275,9 +276,9 @@ def _compile_twin(kernel, prog, twin: str, sig: tuple, arg_types: tuple):
             entry = dispatcher.compile(sig)
             if prog.chunk is not None and callable(entry):
                 if twin == "serial":
-                    entry = _ChunkEntry(prog.chunk.compile((types.int64, types.int64) + sig))
+                    entry = ChunkEntry(prog.chunk.compile((types.int64, types.int64) + sig))
                 elif dispatcher is prog.parallel_status:
-                    entry = _StatusEntry(entry, prog.chunk.compile((types.int64, types.int64)
+                    entry = StatusEntry(entry, prog.chunk.compile((types.int64, types.int64)
                                                                    + sig))
     except CompileError:
         raise
@@ -291,123 +292,8 @@ def _compile_twin(kernel, prog, twin: str, sig: tuple, arg_types: tuple):
         if where is not None:
             err.filename, err.lineno = where
         raise err from exc
-    return entry if callable(entry) or isinstance(entry, (_ChunkEntry, _StatusEntry)) \
+    return entry if callable(entry) or isinstance(entry, (ChunkEntry, StatusEntry)) \
         else dispatcher
-
-
-class _ChunkEntry:
-    """The serial twin as its chunk function (``_compile_twin``): what ``_twin_runner`` calls."""
-
-    __slots__ = ("chunk",)
-
-    def __init__(self, chunk):
-        self.chunk = chunk
-
-
-class _StatusEntry:
-    """The parallel twin of a kernel that can raise: ``<kernel>__par_status``, which returns
-    its first failed piece, and the chunk function, which ``_twin_runner`` calls on that piece
-    to raise its exception here, not through a nested jitted call (numba/numba#10783)."""
-
-    __slots__ = ("status", "chunk")
-
-    def __init__(self, status, chunk):
-        self.status = status
-        self.chunk = chunk
-
-
-def _twin_runner(dynamic_shared: bool, entry):
-    """``run(count, dim, args, shared_bytes)`` calling one compiled twin."""
-    if isinstance(entry, _StatusEntry):
-        return _status_runner(dynamic_shared, entry)
-    if isinstance(entry, _ChunkEntry):
-        chunk = entry.chunk
-        # ``<kernel>__ser``'s own test, then its one call: chunk 0 of 1 is the whole launch
-        if dynamic_shared:
-            def run(count, dim, args, shared_bytes=0):
-                if count[0] * count[1] * count[2] * dim[0] * dim[1] * dim[2] > 0:
-                    chunk(0, 1, count[0], count[1], count[2], dim[0], dim[1], dim[2],
-                          shared_bytes, *args)
-        else:
-            def run(count, dim, args, shared_bytes=0):
-                if count[0] * count[1] * count[2] * dim[0] * dim[1] * dim[2] > 0:
-                    chunk(0, 1, count[0], count[1], count[2], dim[0], dim[1], dim[2], *args)
-        return run
-    if dynamic_shared:
-        def run(count, dim, args, shared_bytes=0):
-            entry(count[0], count[1], count[2], dim[0], dim[1], dim[2], shared_bytes, *args)
-    else:
-        def run(count, dim, args, shared_bytes=0):
-            # numba-cuda gives a kernel that declares no dynamic shared memory the bytes it
-            # was launched with all the same; nothing can see them, so nothing is allocated.
-            entry(count[0], count[1], count[2], dim[0], dim[1], dim[2], *args)
-    return run
-
-
-def _status_runner(dynamic_shared: bool, entry: _StatusEntry):
-    """``run`` of a ``_StatusEntry``: the parallel twin, then its failed piece re-run alone."""
-    status, chunk = entry.status, entry.chunk
-
-    def raise_failed_piece(failed, geometry, args):
-        piece, pieces = divmod(failed, PIECE_SHIFT)
-        chunk(piece, pieces, *geometry, *args)
-        raise RuntimeError(RERUN_DID_NOT_RAISE)
-
-    if dynamic_shared:
-        def run(count, dim, args, shared_bytes=0):
-            geometry = (count[0], count[1], count[2], dim[0], dim[1], dim[2], shared_bytes)
-            failed = status(*geometry, *args)
-            if failed >= 0:
-                raise_failed_piece(failed, geometry, args)
-    else:
-        def run(count, dim, args, shared_bytes=0):
-            failed = status(count[0], count[1], count[2], dim[0], dim[1], dim[2], *args)
-            if failed >= 0:
-                raise_failed_piece(failed, (count[0], count[1], count[2], dim[0], dim[1],
-                                            dim[2]), args)
-    return run
-
-
-def _measured_runner(kernel, prog, sig: tuple, arg_types: tuple, entries: dict):
-    """``run`` choosing its twin per launch from its own timed runs (``twin_choice.py``). The
-    twin not compiled yet is compiled at its first choice; if it does not compile (it should:
-    both twins come from one translation), the compiled one runs from then on."""
-    choice = TwinChoice()
-    runners = {twin: _twin_runner(prog.dynamic_shared, entry) for twin, entry in entries.items()}
-    compile_lock = threading.Lock()
-    perf_counter = time.perf_counter
-
-    def runner_for(twin: str):
-        with compile_lock:
-            if twin not in runners:
-                try:
-                    entry = _compile_twin(kernel, prog, twin, sig, arg_types)
-                except Exception as exc:  # noqa: BLE001 - the compiled twin still runs it
-                    # Said aloud: a parallel twin that does not compile leaves every launch of
-                    # the kernel on one core, a slowdown nothing else would explain.
-                    first_line = (str(exc).splitlines() or [""])[0]
-                    warnings.warn(NumbaPerformanceWarning(
-                        f"kernel {kernel.name}: its {twin} variant does not compile "
-                        f"({type(exc).__name__}: {first_line}); every launch of it runs its "
-                        f"other variant from now on. This is a numba_cube bug: please report "
-                        f"it with the kernel"), stacklevel=2)
-                    log.debug("twin %s of %s does not compile", twin, kernel.name, exc_info=True)
-                    runners[twin] = next(iter(runners.values()))
-                else:
-                    runners[twin] = _twin_runner(prog.dynamic_shared, entry)
-            return runners[twin]
-
-    def run(count, dim, args, shared_bytes=0):
-        cubes = count[0] * count[1] * count[2]
-        units = cubes * dim[0] * dim[1] * dim[2]
-        twin = choice.choose(units, cubes)
-        chosen = runners.get(twin) or runner_for(twin)
-        start = perf_counter()
-        chosen(count, dim, args, shared_bytes)
-        choice.record(twin, units, perf_counter() - start)
-
-    run.twin_choice = choice
-    return run
 
 
 def _describing_bounds(run, prog):

@@ -131,34 +131,29 @@ def test_the_environment_variable_fixes_the_rule():
     assert out[1] == "('parallel', (64, 1, 1), False)"
 
 
-def test_a_twin_that_does_not_compile_is_said_aloud_and_the_other_runs(monkeypatch):
+def test_a_twin_that_does_not_compile_is_said_aloud_and_the_other_runs():
     """A parallel twin compiled at its first choice that does not compile: a
     ``NumbaPerformanceWarning`` names the kernel and the error (every launch is on one core from
     then on, which nothing else would explain), and the launch still answers, on the serial twin.
     The compile failure is mocked: no kernel is known to produce one any more (a kernel of 23 or
     more parameters that could raise did: ``tests/backends/cpu/emit/test_entry_points.py``)."""
-    from types import SimpleNamespace
-
     from numba import types
     from numba.core.errors import NumbaPerformanceWarning
 
     from numba_cube.backends.cpu import server
     from numba_cube.backends.cpu.translate import build_program
+    from numba_cube.backends.cpu.twin_runners import measured_runner
 
-    real_compile_twin = server._compile_twin
-
-    def parallel_fails(kernel, prog, twin, sig, arg_types):
-        if twin == "parallel":
-            raise RuntimeError("mocked: the parallel variant does not compile")
-        return real_compile_twin(kernel, prog, twin, sig, arg_types)
-
-    monkeypatch.setattr(server, "_compile_twin", parallel_fails)
     prog = build_program(windowed_sum.py_func)
     arg_types = (types.float64[::1], types.float64[::1], types.int64)
     sig = (types.int64,) * 6 + arg_types
-    kernel = SimpleNamespace(name="windowed_sum")
-    serial = server._compile_twin(kernel, prog, "serial", sig, arg_types)
-    run = server._measured_runner(kernel, prog, sig, arg_types, {"serial": serial})
+
+    def compile_twin(twin):
+        if twin == "parallel":
+            raise RuntimeError("mocked: the parallel variant does not compile")
+        return server._compile_twin(windowed_sum, prog, twin, sig, arg_types)
+
+    run = measured_runner("windowed_sum", False, {"serial": compile_twin("serial")}, compile_twin)
     n = 4 * 128
     run.twin_choice.record("serial", n, 10.0)        # a slow serial run: parallel is tried next
     x, out = np.random.default_rng(1).random(n), np.zeros(n)

@@ -67,7 +67,7 @@ def _guarded_parallel(w: Writer, name: str, work: str, args: str, decorator) -> 
     chunk runs under try/except in ``<name>__guard`` and reports failure in a status array.
     ``<name>__par_status`` returns the first failed piece (``piece * PIECE_SHIFT + pieces``),
     or -1: the runtime then calls the chunk of that piece itself to raise its exception
-    (``server._twin_runner``), because an exception leaving a jitted function through a nested
+    (``twin_runners.twin_runner``), because an exception leaving a jitted function through a nested
     jitted call leaks an allocation (numba/numba#10783: 48 bytes per failing launch).
     ``<name>__par`` does the same inside, for direct callers. (Only done when needed: the
     guard costs a second optimisation of the kernel body at compile time.)
