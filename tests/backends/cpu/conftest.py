@@ -22,3 +22,12 @@ def rng():
     seed = np.random.SeedSequence().entropy
     print(f"rng seed: {seed}")
     return np.random.default_rng(seed)
+
+
+@pytest.fixture(scope="module")
+def private_cache_dir(tmp_path_factory):
+    """Generated modules go to a private temp dir for the module's tests, never to ~/.cache
+    (``pytestmark = pytest.mark.usefixtures("private_cache_dir")``)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("NUMBA_CUBE_CACHE_DIR", str(tmp_path_factory.mktemp("cube_cache")))
+        yield

@@ -22,12 +22,7 @@ from numba_cube.backends.cpu.translate import build_program, translate_source
 VARIANTS = ["serial", "parallel"]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def cache_dir(tmp_path_factory):
-    """Generated modules go to a private temp dir, never to ~/.cache."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("NUMBA_CUBE_CACHE_DIR", str(tmp_path_factory.mktemp("cube_cache")))
-        yield
+pytestmark = pytest.mark.usefixtures("private_cache_dir")
 
 
 def rewrite(src: str, uniform=("a", "k", "n")) -> str:
