@@ -82,7 +82,9 @@ def host_time(fn, n: int, sync, repeats: int = 5, warm: int = 300) -> float:
 def interleaved_host_time(cases: dict, n: int, rounds: int = 7, warm: int = 300) -> dict:
     """Median seconds per call of each case ``name -> (fn, sync)``, the cases taking turns round
     by round: a host whose speed drifts during the run (clock, other tenants) then biases none of
-    them, and the ratios printed are between numbers measured side by side."""
+    them, and the ratios printed are between numbers measured side by side. Each round starts one
+    case later than the round before, so no case always runs first after the previous round's
+    sync (or always right after the same neighbour)."""
     if SMOKE:
         n, rounds, warm = min(n, 20), 2, 2
     for fn, sync in cases.values():
@@ -90,8 +92,11 @@ def interleaved_host_time(cases: dict, n: int, rounds: int = 7, warm: int = 300)
             fn()
         sync()
     samples: dict = {name: [] for name in cases}
-    for _ in range(rounds):
-        for name, (fn, sync) in cases.items():
+    names = list(cases)
+    for r in range(rounds):
+        turn = names[r % len(names):] + names[:r % len(names)]
+        for name in turn:
+            fn, sync = cases[name]
             t0 = time.perf_counter()
             for _ in range(n):
                 fn()
@@ -621,7 +626,7 @@ def kernel_errors():
              if b.packed is not None}
     if bound.get("k4r_off_py") or not bound.get("k4r_py"):
         raise RuntimeError(f"the two forms were not compiled as asked: {bound}")
-    t_ = interleaved_host_time(cases, N_LAUNCH)
+    t_ = interleaved_host_time(cases, N_LAUNCH, rounds=15)
     for name in ("plain", "off", "checked", "off_end", "checked_end"):
         # (one cube of 32 units writes the first 32 elements)
         np.testing.assert_array_equal(client.read(outs[name])[:32], 2.0 if "end" not in name else 3.0)

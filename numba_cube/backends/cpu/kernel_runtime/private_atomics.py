@@ -24,9 +24,11 @@ gives.
 
 Policy (``private_copy``), decided per chunk at run time from the array's size:
 
-- integer dtypes only. Float atomics are never privatized: adding a chunk's partial sum is a
-  *re-association*, not a re-ordering of the atomic adds, and can give a result no interleaving
-  gives (``1e16 + 1 + 1`` is ``1e16`` in every order; ``1e16 + (1 + 1)`` is not);
+- integer dtypes only. Float atomics are never summed privately: adding a chunk's partial sum
+  is a *re-association*, not a re-ordering of the atomic adds, and can give a result no
+  interleaving gives (``1e16 + 1 + 1`` is ``1e16`` in every order; ``1e16 + (1 + 1)`` is not).
+  A float array gets an ordered log of its adds instead (``logged_atomics``: ``private_copy``
+  returns the log, ``private_add``/``private_sub`` record into it, ``merge_private`` applies it);
 - the array does not overlap any other argument of the launch that is not itself privatized
   (``alias_free``): a plain read through an alias must see every add, as on the GPU;
 - time: at least ``UNITS_PER_ELEMENT`` units per private element in the chunk, so that zeroing
@@ -45,6 +47,7 @@ from numba.cpython.unsafe.tuple import tuple_setitem
 from numba.extending import intrinsic, overload, register_jitable
 
 from numba_cube.backends.cpu.kernel_runtime.atomics import atomic_add, element_pointer, index_ok
+from numba_cube.backends.cpu.kernel_runtime.logged_atomics import apply_log, logged_add, logged_sub, new_log
 
 __all__ = ["worth_privatizing", "private_copy", "private_add", "private_sub", "merge_private", "array_bytes",
            "may_alias", "UNITS_PER_ELEMENT", "MEMORY_FRACTION", "MAX_WORKERS"]
@@ -84,6 +87,10 @@ def private_copy(real, units_per_chunk, data_bytes, nchunks, alias_free):
 def _private_copy(real, units_per_chunk, data_bytes, nchunks, alias_free):
     if not isinstance(real, types.Array):
         return None
+    if isinstance(real.dtype, types.Float):
+        # floats get an ordered log, not a copy (module docstring, ``logged_atomics``)
+        return lambda real, units_per_chunk, data_bytes, nchunks, alias_free: new_log(
+            real, units_per_chunk, alias_free)
     exact = isinstance(real.dtype, types.Integer)
 
     def impl(real, units_per_chunk, data_bytes, nchunks, alias_free):
@@ -96,14 +103,25 @@ def _private_copy(real, units_per_chunk, data_bytes, nchunks, alias_free):
     return impl
 
 
-@register_jitable
 def merge_private(real, private):
-    """Add each non-zero element of ``private`` into ``real`` atomically (other chunks merge
-    into the same array at the same time). Adding 0 would change nothing, so it is skipped."""
-    for idx in np.ndindex(private.shape):
-        value = private[idx]
-        if value != 0:
-            atomic_add(real, idx, value)
+    """Python stub; the nopython implementation is the overload below."""
+    raise NotImplementedError("merge_private is only callable from nopython code")
+
+
+@overload(merge_private)
+def _merge_private(real, private):
+    """A private copy: add each non-zero element into ``real`` atomically (other chunks merge
+    into the same array at the same time; adding 0 would change nothing, so it is skipped).
+    A float log: apply its entries in order."""
+    if isinstance(private, types.BaseTuple):
+        return lambda real, private: apply_log(real, private)
+
+    def impl(real, private):
+        for idx in np.ndindex(private.shape):
+            value = private[idx]
+            if value != 0:
+                atomic_add(real, idx, value)
+    return impl
 
 
 # --------------------------------------------------------------------------------------------
@@ -185,7 +203,7 @@ def _private_update(op: str):
             realty, privty, idxty, valty = sig.args
             v = context.cast(builder, args[3], valty, dtype)
             if isinstance(dtype, types.Float):
-                # floats are never privatized (module docstring): today's atomic
+                # floats are logged, not privatized (module docstring); without a log: the atomic
                 ptr = element_pointer(context, builder, realty, args[0], idxty, args[2])
                 builder.atomic_rmw("f" + op, ptr, v, "monotonic")
                 return context.get_dummy_value()
@@ -237,5 +255,29 @@ def _inside_private(context, builder, realty, real, privty, private, idxty, idx)
     return inside, wrapped
 
 
-private_add = _private_update("add")
-private_sub = _private_update("sub")
+_copy_add = _private_update("add")
+_copy_sub = _private_update("sub")
+
+
+def private_add(real, private, idx, val):
+    """Python stub; the nopython implementation is the overload below."""
+    raise NotImplementedError("private_add is only callable from nopython code")
+
+
+def private_sub(real, private, idx, val):
+    """Python stub; the nopython implementation is the overload below."""
+    raise NotImplementedError("private_sub is only callable from nopython code")
+
+
+@overload(private_add)
+def _private_add(real, private, idx, val):
+    if isinstance(private, types.BaseTuple):
+        return lambda real, private, idx, val: logged_add(real, private, idx, val)
+    return lambda real, private, idx, val: _copy_add(real, private, idx, val)
+
+
+@overload(private_sub)
+def _private_sub(real, private, idx, val):
+    if isinstance(private, types.BaseTuple):
+        return lambda real, private, idx, val: logged_sub(real, private, idx, val)
+    return lambda real, private, idx, val: _copy_sub(real, private, idx, val)

@@ -1,5 +1,7 @@
 """Find the global arrays whose atomics may be privatized per chunk, and name their copies (the
-chunk function that makes and merges them is printed by ``emit/privatized_chunk.py``).
+chunk function that makes and merges them is printed by ``emit/privatized_chunk.py``). What a
+"copy" is depends on the dtype, at run time: a zeroed private array for integers, an ordered log
+of the adds for floats (``kernel_runtime/logged_atomics.py``); the proof below covers both.
 
 Why this exists: a kernel that only ever *adds* into a global array through ``cuda.atomic.add``
 (a histogram) spends its time in contended atomic instructions on the CPU. ``private_atomics``

@@ -1,0 +1,175 @@
+"""Float global atomics deferred in a per-chunk ordered log (``kernel_runtime/logged_atomics.py``):
+every add still reaches the real array alone and atomically, in the log's order, with the
+atomics' index rules; the policy; and, through the translator, kernels whose float atomics are
+logged give what NumPy's sequential ``np.add.at`` gives, over many cubes and both variants."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+from numba import cuda, njit
+
+from numba_cube.backends.cpu.kernel_runtime import logged_atomics as L
+from numba_cube.backends.cpu.kernel_runtime import private_atomics as P
+from numba_cube.backends.cpu.translate import build_program
+
+BLOCK = 128
+
+
+@njit
+def _log(real, units, alias_free):
+    return L.new_log(real, units, alias_free)
+
+
+@njit
+def _add_all(real, log, idx, vals, subtract):
+    """Each (idx[k], vals[k]) through the log, then the chunk's end (the merge)."""
+    for k in range(idx.shape[0]):
+        if subtract:
+            P.private_sub(real, log, idx[k], vals[k])
+        else:
+            P.private_add(real, log, idx[k], vals[k])
+    P.merge_private(real, log)
+
+
+@njit
+def _add_2d(real, log, i, j, val):
+    P.private_add(real, log, (i, j), val)
+
+
+@njit(boundscheck=True)
+def _add_checked(real, log, i, val):
+    P.private_add(real, log, i, val)
+
+
+def test_policy_logs_only_alias_free_chunks_with_enough_units():
+    """A log holds min(LOG_CAPACITY, units of the chunk) entries; an aliased array, a chunk
+    under LOG_MIN_UNITS units or an empty array gets an empty log (every add is the atomic)."""
+    real = np.zeros(8)
+    assert _log(real, 10 ** 6, True)[1].size == L.LOG_CAPACITY
+    assert _log(real, L.LOG_MIN_UNITS, True)[1].size == L.LOG_MIN_UNITS
+    assert _log(real, L.LOG_MIN_UNITS - 1, True)[1].size == 0
+    assert _log(real, 10 ** 6, False)[1].size == 0
+    assert _log(np.zeros(0), 10 ** 6, True)[1].size == 0
+
+
+def test_adds_wait_in_the_log_until_the_chunk_ends():
+    """Until the merge the real array is untouched; the merge applies every entry in order."""
+    real = np.zeros(4)
+    log = _log(real, 10 ** 6, True)
+    _add_2d(real.reshape(2, 2), _log(real.reshape(2, 2), 10 ** 6, True), 1, -1, 2.5)
+    assert real[3] == 0.0                       # that log was never applied
+    _add_all(real, log, np.array([0, 3, -1], np.int64), np.array([1.0, 2.0, 4.0]), False)
+    np.testing.assert_array_equal(real, [1.0, 0.0, 0.0, 6.0])
+    assert log[0][0] == 0                       # emptied by the merge
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_log_never_reassociates(dtype):
+    """1e16 (1e8 in float32) plus many ones is itself in every order of single adds, as on the
+    GPU, where a partial sum of the ones would not be; a log that fills up is applied and
+    reused, and the result is still every add alone."""
+    big = dtype(1e16 if dtype == np.float64 else 1e8)
+    real = np.array([big], dtype)
+    log = _log(real, 300, True)                 # a short log: 3 * 300 adds fill it 3 times
+    _add_all(real, log, np.zeros(900, np.int64), np.ones(900), False)
+    assert real[0] == big
+
+
+def test_strided_views_and_subtraction():
+    """Byte offsets follow any strides (a reversed, stepped 2-D view); a sub logs the value cast
+    to the dtype and negated, also for unsigned values."""
+    base = np.zeros((4, 6), np.float32)
+    view = base[::-1, ::2]
+    log = _log(view, 10 ** 6, True)
+    for (i, j), v in [((0, 0), 1.5), ((3, -1), 2.0), ((-1, 2), 0.25)]:
+        _add_2d(view, log, i, j, v)
+    _add_all(view[0], _log(view[0], 10 ** 6, True), np.array([1], np.int64),
+             np.array([3], np.uint32), True)
+    expected = np.zeros((4, 6), np.float32)
+    ev = expected[::-1, ::2]
+    ev[0, 0] += 1.5; ev[3, -1] += 2.0; ev[-1, 2] += 0.25; ev[0, 1] -= 3
+    # _add_2d's log was never merged: apply it now through the merge
+    _merge(view, log)
+    np.testing.assert_array_equal(base, expected)
+
+
+@njit
+def _merge(real, log):
+    P.merge_private(real, log)
+
+
+@pytest.mark.parametrize("index", [8, -9])
+def test_out_of_range_raises_at_once_and_writes_nothing(index):
+    """An index outside the array is never logged: today's atomic raises IndexError on the
+    call (with or without boundscheck) and nothing lands in the array or next to it."""
+    base = np.zeros(10)
+    real = base[1:9]
+    log = _log(real, 10 ** 6, True)
+    with pytest.raises(IndexError):
+        _add_checked(real, log, index, 1.0)
+    with pytest.raises(IndexError):
+        _add_all(real, log, np.array([0, index], np.int64), np.ones(2), False)
+    assert log[0][0] == 1 and not base.any()    # the add before the bad one is still pending
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 40), st.lists(st.tuples(st.integers(-40, 39), st.integers(-8, 8)),
+                                    min_size=0, max_size=3000),
+       st.integers(L.LOG_MIN_UNITS, 2 * L.LOG_CAPACITY), st.booleans())
+def test_any_sequence_of_adds_equals_numpys_sequential_add_at(size, updates, units, subtract):
+    """Property: for any sizes, in-range indices (negative ones wrap), log capacities and
+    add/sub, the array after the merge equals np.add.at's sequential reference (small integer
+    values: every order gives the same floats, so the comparison is exact)."""
+    updates = [(i, v) for i, v in updates if -size <= i < size]
+    idx = np.array([i for i, _ in updates], np.int64)
+    vals = np.array([v for _, v in updates], np.float64)
+    real = np.zeros(size)
+    _add_all(real, _log(real, units, True), idx, vals, subtract)
+    expected = np.zeros(size)
+    np.add.at(expected, idx, -vals if subtract else vals)
+    np.testing.assert_array_equal(real, expected)
+
+
+# ---- through the translator ------------------------------------------------------------------
+
+@cuda.jit
+def weighted_histogram(bins, weights, h):
+    i = cuda.grid(1)
+    if i < bins.size:
+        cuda.atomic.add(h, bins[i], weights[i])
+        cuda.atomic.sub(h, 0, 1.0)
+
+
+@cuda.jit
+def block_sums_into_one(x, total):
+    i = cuda.grid(1)
+    if cuda.threadIdx.x == 0:
+        s = 0.0
+        for k in range(i, min(i + cuda.blockDim.x, x.size)):
+            s += x[k]
+        cuda.atomic.add(total, 0, s)
+
+
+@pytest.mark.parametrize("variant", ["serial", "parallel"])
+@pytest.mark.parametrize("n", [1 << 18, 1000])
+def test_kernels_with_logged_float_atomics_match_numpy(variant, n):
+    """A float histogram (with a sub into bin 0) and one add per cube into one element, over
+    many cubes: the generated chunk logs them (``__priv_h``) and the result equals np.add.at's
+    (integer-valued weights: exact in every order). n = 1000 gives chunks too small to log."""
+    rng = np.random.default_rng(n)
+    bins = rng.integers(0, 64, n)
+    weights = rng.integers(-4, 5, n).astype(np.float64)
+    h = np.zeros(64)
+    program = build_program(weighted_histogram.py_func)
+    assert "__priv_h" in program.source
+    getattr(program, variant)((n + BLOCK - 1) // BLOCK, 1, 1, BLOCK, 1, 1, bins, weights, h)
+    expected = np.zeros(64)
+    np.add.at(expected, bins, weights)
+    expected[0] -= n
+    np.testing.assert_array_equal(h, expected)
+
+    x = rng.integers(-3, 4, n).astype(np.float64)
+    total = np.zeros(1)
+    getattr(build_program(block_sums_into_one.py_func), variant)(
+        (n + BLOCK - 1) // BLOCK, 1, 1, BLOCK, 1, 1, x, total)
+    assert total[0] == x.sum()
