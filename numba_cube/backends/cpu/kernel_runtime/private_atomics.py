@@ -90,7 +90,7 @@ def _private_copy(real, units_per_chunk, data_bytes, nchunks, alias_free):
     if isinstance(real.dtype, types.Float):
         # floats get an ordered log, not a copy (module docstring, ``logged_atomics``)
         return lambda real, units_per_chunk, data_bytes, nchunks, alias_free: new_log(
-            real, units_per_chunk, alias_free)
+            real, units_per_chunk, nchunks, alias_free)
     exact = isinstance(real.dtype, types.Integer)
 
     def impl(real, units_per_chunk, data_bytes, nchunks, alias_free):
@@ -110,10 +110,10 @@ def merge_private(real, private):
 
 @overload(merge_private)
 def _merge_private(real, private):
-    """A private copy: add each non-zero element into ``real`` atomically (other chunks merge
-    into the same array at the same time; adding 0 would change nothing, so it is skipped).
-    A float log: apply its entries in order."""
-    if isinstance(private, types.BaseTuple):
+    """An integer array's private copy: add each non-zero element into ``real`` atomically
+    (other chunks merge into the same array at the same time; adding 0 would change nothing, so
+    it is skipped). A float array's log: apply its entries in order."""
+    if isinstance(real, types.Array) and isinstance(real.dtype, types.Float):
         return lambda real, private: apply_log(real, private)
 
     def impl(real, private):
@@ -194,19 +194,14 @@ def _private_update(op: str):
                 and private.dtype == real.dtype):
             return None
         dtype = real.dtype
-        if not isinstance(dtype, (types.Integer, types.Float)):
-            return None
+        if not isinstance(dtype, types.Integer):
+            return None                     # floats are logged (``logged_atomics``), not copied
         if not isinstance(val, (types.Number, types.Boolean)):
             return None
 
         def codegen(context, builder, sig, args):
             realty, privty, idxty, valty = sig.args
             v = context.cast(builder, args[3], valty, dtype)
-            if isinstance(dtype, types.Float):
-                # floats are logged, not privatized (module docstring); without a log: the atomic
-                ptr = element_pointer(context, builder, realty, args[0], idxty, args[2])
-                builder.atomic_rmw("f" + op, ptr, v, "monotonic")
-                return context.get_dummy_value()
             inside, wrapped = _inside_private(context, builder, realty, args[0], privty,
                                               args[1], idxty, args[2])
             with builder.if_else(inside, likely=True) as (in_private, elsewhere):
@@ -271,13 +266,13 @@ def private_sub(real, private, idx, val):
 
 @overload(private_add)
 def _private_add(real, private, idx, val):
-    if isinstance(private, types.BaseTuple):
+    if isinstance(real, types.Array) and isinstance(real.dtype, types.Float):
         return lambda real, private, idx, val: logged_add(real, private, idx, val)
     return lambda real, private, idx, val: _copy_add(real, private, idx, val)
 
 
 @overload(private_sub)
 def _private_sub(real, private, idx, val):
-    if isinstance(private, types.BaseTuple):
+    if isinstance(real, types.Array) and isinstance(real.dtype, types.Float):
         return lambda real, private, idx, val: logged_sub(real, private, idx, val)
     return lambda real, private, idx, val: _copy_sub(real, private, idx, val)

@@ -1,5 +1,5 @@
 """Float global atomics deferred in a per-chunk ordered log (``kernel_runtime/logged_atomics.py``):
-every add still reaches the real array alone and atomically, in the log's order, with the
+every add still reaches the real array, rounded on its own, in the log's order, with the
 atomics' index rules; the policy; and, through the translator, kernels whose float atomics are
 logged give what NumPy's sequential ``np.add.at`` gives, over many cubes and both variants."""
 
@@ -16,8 +16,12 @@ BLOCK = 128
 
 
 @njit
-def _log(real, units, alias_free):
-    return L.new_log(real, units, alias_free)
+def _log(real, units, alias_free, nchunks=4):
+    return L.new_log(real, units, nchunks, alias_free)
+
+
+def _capacity(log):
+    return (log.size - 1) // 2
 
 
 @njit
@@ -43,13 +47,15 @@ def _add_checked(real, log, i, val):
 
 def test_policy_logs_only_alias_free_chunks_with_enough_units():
     """A log holds min(LOG_CAPACITY, units of the chunk) entries; an aliased array, a chunk
-    under LOG_MIN_UNITS units or an empty array gets an empty log (every add is the atomic)."""
+    under LOG_MIN_UNITS units, a launch of one chunk (nobody to contend with) or an empty array
+    gets an empty log (every add is the atomic)."""
     real = np.zeros(8)
-    assert _log(real, 10 ** 6, True)[1].size == L.LOG_CAPACITY
-    assert _log(real, L.LOG_MIN_UNITS, True)[1].size == L.LOG_MIN_UNITS
-    assert _log(real, L.LOG_MIN_UNITS - 1, True)[1].size == 0
-    assert _log(real, 10 ** 6, False)[1].size == 0
-    assert _log(np.zeros(0), 10 ** 6, True)[1].size == 0
+    assert _capacity(_log(real, 10 ** 6, True)) == L.LOG_CAPACITY
+    assert _capacity(_log(real, L.LOG_MIN_UNITS, True)) == L.LOG_MIN_UNITS
+    assert _capacity(_log(real, L.LOG_MIN_UNITS - 1, True)) == 0
+    assert _capacity(_log(real, 10 ** 6, False)) == 0
+    assert _capacity(_log(real, 10 ** 6, True, nchunks=1)) == 0
+    assert _capacity(_log(np.zeros(0), 10 ** 6, True)) == 0
 
 
 def test_adds_wait_in_the_log_until_the_chunk_ends():
@@ -60,7 +66,7 @@ def test_adds_wait_in_the_log_until_the_chunk_ends():
     assert real[3] == 0.0                       # that log was never applied
     _add_all(real, log, np.array([0, 3, -1], np.int64), np.array([1.0, 2.0, 4.0]), False)
     np.testing.assert_array_equal(real, [1.0, 0.0, 0.0, 6.0])
-    assert log[0][0] == 0                       # emptied by the merge
+    assert log[0] == 0                          # emptied by the merge
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -98,6 +104,42 @@ def _merge(real, log):
     P.merge_private(real, log)
 
 
+def test_runs_on_nan_and_signed_zero_elements_terminate_and_round_each_add():
+    """A run lands with one compare-and-swap on the element's *bits*: a NaN element (never
+    equal to itself as a float) and -0.0 (equal to 0.0 as a float) are swapped like any other;
+    each add of a run is rounded on its own in the array's dtype (float32 here: 2^24 + 1 + 1
+    stays 2^24, where adding the run's sum 2 first would not)."""
+    real = np.array([np.nan, -0.0, 2.0 ** 24], np.float32)
+    idx = np.array([0, 0, 1, 2, 2], np.int64)
+    _add_all(real, _log(real, 10 ** 6, True), idx, np.array([1.0, 2.0, 0.0, 1.0, 1.0]), False)
+    assert np.isnan(real[0])
+    assert real[1] == 0.0 and not np.signbit(real[1])        # -0.0 + 0.0 is +0.0
+    assert real[2] == np.float32(2.0 ** 24)
+
+
+@njit(nogil=True)
+def _flush_many(real, idx, vals, rounds):
+    for _ in range(rounds):
+        _add_all(real, L.new_log(real, 10 ** 6, 4, True), idx, vals, False)
+
+
+def test_chunks_applying_runs_at_once_lose_no_add():
+    """Several threads apply runs onto the same elements at once (the compare-and-swap retries
+    when another run landed first): no add is lost or applied twice (integer values: the total
+    is exact in every order)."""
+    import threading
+    real = np.zeros(3)
+    idx = np.array([0] * 700 + [1] * 5 + [0] * 300 + [2], np.int64)
+    vals = np.ones(idx.size)
+    threads = [threading.Thread(target=_flush_many, args=(real, idx, vals, 200)) for _ in range(4)]
+    _flush_many(real, idx[:1], vals[:1], 0)     # compile before the threads start
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    np.testing.assert_array_equal(real, [4 * 200 * 1000.0, 4 * 200 * 5.0, 4 * 200 * 1.0])
+
+
 @pytest.mark.parametrize("index", [8, -9])
 def test_out_of_range_raises_at_once_and_writes_nothing(index):
     """An index outside the array is never logged: today's atomic raises IndexError on the
@@ -109,7 +151,7 @@ def test_out_of_range_raises_at_once_and_writes_nothing(index):
         _add_checked(real, log, index, 1.0)
     with pytest.raises(IndexError):
         _add_all(real, log, np.array([0, index], np.int64), np.ones(2), False)
-    assert log[0][0] == 1 and not base.any()    # the add before the bad one is still pending
+    assert log[0] == 1 and not base.any()       # the add before the bad one is still pending
 
 
 @settings(max_examples=40, deadline=None)
