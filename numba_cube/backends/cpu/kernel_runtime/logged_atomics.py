@@ -20,18 +20,20 @@ overlaps it (``alias_free``), so nothing inside the launch can read the array be
 The log is one ``float64`` array ``[count, offset_0, value_0, offset_1, value_1, ...]``: each
 entry's byte offset from the array's data pointer (exact in a float64 below 2^53) and its value,
 cast to the array's dtype first (exact in a float64 for float32 and float64 arrays; other float
-dtypes are not logged). One array, not a tuple of three: unpacking a tuple of arrays on every add
-costs Numba's reference-count updates (atomic instructions), which made logging slower than the
-contended atomic at one thread. A sub logs the negated value (IEEE 754 defines ``x - v`` as
+dtypes are not logged). One array, not a tuple of three: with a tuple (count, offsets, values)
+the block reduction took 8.7 ms at one thread against 6.2 ms with one array (the VM; likely
+Numba's reference counting of the arrays unpacked on every add). A sub logs the negated value (IEEE 754 defines ``x - v`` as
 ``x + (-v)``). Byte offsets make one log work for any number of dimensions and any strides. An index outside the array is never logged: it takes today's atomic
 path at once, which raises the same ``IndexError`` as before and writes nothing.
 
 Policy (``new_log``): a log of ``min(LOG_CAPACITY, units of the chunk)`` entries when the launch
-runs in more than one chunk, the array is alias-free and the chunk runs at least
-``LOG_MIN_UNITS`` units; otherwise an empty log, and every add is today's atomic. One chunk has
-nobody to contend with: there the uncontended atomic is cheaper than logging (measured at one
-thread on the 2-core VM: the block reduction 6.2 ms logged against 5.3 ms atomic; at 2 threads
-the same; at 16 threads, the H100 host, logging halved its time).
+runs in at least ``LOG_MIN_CHUNKS`` chunks, the array is alias-free and the chunk runs at least
+``LOG_MIN_UNITS`` units; otherwise an empty log, and every add is today's atomic. With few
+chunks there is little contention, and logging costs more than it saves. Measured with
+``benchmarks/bench_float_atomics.py`` (time logged / time atomic, block reduction and warp-shuffle
+reduction of 2^24 float64): 1 thread 1.17 and 1.07, 2 threads 1.02 and 1.07 (the 2-core VM);
+4 threads 0.82 and 1.00, 8 threads 0.42 and 0.90, 16 threads 0.16 and 0.68 (the 16-core host of
+an H100 machine).
 """
 
 from __future__ import annotations
@@ -43,13 +45,16 @@ from numba.extending import intrinsic, overload, register_jitable
 
 from numba_cube.backends.cpu.kernel_runtime.atomics import atomic_add, index_ok
 
-__all__ = ["new_log", "logged_add", "logged_sub", "apply_log", "LOG_CAPACITY", "LOG_MIN_UNITS"]
+__all__ = ["new_log", "logged_add", "logged_sub", "apply_log", "LOG_CAPACITY", "LOG_MIN_UNITS",
+           "LOG_MIN_CHUNKS"]
 
 #: entries of a chunk's log: 1,024 entries are 16 KiB for float64, and a full log is applied at
 #: once, so memory stays bounded whatever the number of adds
 LOG_CAPACITY = 1024
 #: a chunk of fewer units logs nothing: allocating the log would cost more than it saves
 LOG_MIN_UNITS = 256
+#: a launch of fewer chunks logs nothing: its atomics are hardly contended (module docstring)
+LOG_MIN_CHUNKS = 3
 
 
 def new_log(real, units_per_chunk, nchunks, alias_free):
@@ -66,8 +71,8 @@ def _new_log(real, units_per_chunk, nchunks, alias_free):
 
     def impl(real, units_per_chunk, nchunks, alias_free):
         capacity = 0
-        if (loggable and nchunks > 1 and alias_free and units_per_chunk >= LOG_MIN_UNITS
-                and real.size > 0):
+        if (loggable and nchunks >= LOG_MIN_CHUNKS and alias_free
+                and units_per_chunk >= LOG_MIN_UNITS and real.size > 0):
             capacity = min(LOG_CAPACITY, units_per_chunk)
         log = np.empty(1 + 2 * capacity, np.float64)
         log[0] = 0

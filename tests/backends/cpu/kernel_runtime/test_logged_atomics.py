@@ -47,14 +47,15 @@ def _add_checked(real, log, i, val):
 
 def test_policy_logs_only_alias_free_chunks_with_enough_units():
     """A log holds min(LOG_CAPACITY, units of the chunk) entries; an aliased array, a chunk
-    under LOG_MIN_UNITS units, a launch of one chunk (nobody to contend with) or an empty array
-    gets an empty log (every add is the atomic)."""
+    under LOG_MIN_UNITS units, a launch of under LOG_MIN_CHUNKS chunks (little contention) or an
+    empty array gets an empty log (every add is the atomic)."""
     real = np.zeros(8)
     assert _capacity(_log(real, 10 ** 6, True)) == L.LOG_CAPACITY
     assert _capacity(_log(real, L.LOG_MIN_UNITS, True)) == L.LOG_MIN_UNITS
     assert _capacity(_log(real, L.LOG_MIN_UNITS - 1, True)) == 0
     assert _capacity(_log(real, 10 ** 6, False)) == 0
-    assert _capacity(_log(real, 10 ** 6, True, nchunks=1)) == 0
+    assert _capacity(_log(real, 10 ** 6, True, nchunks=L.LOG_MIN_CHUNKS - 1)) == 0
+    assert _capacity(_log(real, 10 ** 6, True, nchunks=L.LOG_MIN_CHUNKS)) == L.LOG_CAPACITY
     assert _capacity(_log(np.zeros(0), 10 ** 6, True)) == 0
 
 
@@ -214,4 +215,38 @@ def test_kernels_with_logged_float_atomics_match_numpy(variant, n):
     total = np.zeros(1)
     getattr(build_program(block_sums_into_one.py_func), variant)(
         (n + BLOCK - 1) // BLOCK, 1, 1, BLOCK, 1, 1, x, total)
+    assert total[0] == x.sum()
+
+
+@pytest.mark.parametrize("chunks", [L.LOG_MIN_CHUNKS, 8])
+def test_chunks_of_one_launch_on_threads_of_their_own(chunks):
+    """The generated chunk function called for every piece of one launch, each piece on a
+    thread of its own (as the parallel variant runs them, with as many pieces as a many-core
+    machine cuts): the pieces log, apply their logs at once, and the sums are exact."""
+    import sys
+    import threading
+    n = 1 << 18
+    rng = np.random.default_rng(chunks)
+    bins = rng.integers(0, 64, n)
+    weights = rng.integers(-4, 5, n).astype(np.float64)
+    x = rng.integers(-3, 4, n).astype(np.float64)
+    h, total = np.zeros(64), np.zeros(1)
+    cubes = (n + BLOCK - 1) // BLOCK
+    calls = []
+    for kernel, args in ((weighted_histogram, (bins, weights, h)), (block_sums_into_one, (x, total))):
+        program = build_program(kernel.py_func)
+        module = sys.modules[program.serial.py_func.__module__]
+        chunk = getattr(module, f"{kernel.py_func.__name__}__chunk")
+        calls += [(chunk, (c, chunks, cubes, 1, 1, BLOCK, 1, 1) + args) for c in range(chunks)]
+    for chunk, args in calls[::chunks]:
+        chunk(*args[:1], 1, *args[2:5], 0, *args[6:])      # compile: a piece of no units
+    threads = [threading.Thread(target=chunk, args=args) for chunk, args in calls]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    expected = np.zeros(64)
+    np.add.at(expected, bins, weights)
+    expected[0] -= n
+    np.testing.assert_array_equal(h, expected)
     assert total[0] == x.sum()
