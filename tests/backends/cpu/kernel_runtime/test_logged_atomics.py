@@ -250,3 +250,28 @@ def test_chunks_of_one_launch_on_threads_of_their_own(chunks):
     expected[0] -= n
     np.testing.assert_array_equal(h, expected)
     assert total[0] == x.sum()
+
+
+@cuda.jit
+def add_then_overrun(h, bad_cube):
+    if cuda.threadIdx.x == 0:
+        b = cuda.blockIdx.x
+        cuda.atomic.add(h, b if b != bad_cube else h.size, 1.0)
+
+
+@pytest.mark.parametrize("chunks", [1, L.LOG_MIN_CHUNKS])
+def test_a_piece_of_a_many_piece_launch_logs_and_a_failed_piece_applies_nothing(chunks):
+    """The first piece of a launch cut into LOG_MIN_CHUNKS pieces logs its adds: when its last
+    cube raises IndexError, none of its earlier adds has reached the array (a failed piece
+    applies nothing, as a failed piece merges no private copy: the launch has failed and its
+    buffers carry the failure). A launch of one piece keeps the atomic: its adds landed."""
+    import sys
+    cubes = 64
+    program = build_program(add_then_overrun.py_func)
+    chunk = getattr(sys.modules[program.serial.py_func.__module__], "add_then_overrun__chunk")
+    last = cubes // chunks - 1                   # the first piece's last cube
+    h = np.zeros(cubes)
+    with pytest.raises(IndexError):
+        chunk(0, chunks, cubes, 1, 1, BLOCK, 1, 1, h, last)
+    assert h[last:].sum() == 0
+    np.testing.assert_array_equal(h[:last], 0.0 if chunks > 1 else 1.0)
